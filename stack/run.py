@@ -1,0 +1,66 @@
+"""`make run`: DynamoDB Local on disk, migrations, table, demo data, index, then the web server and
+sync_index side by side until Ctrl-C stops them all."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from stack.dynamodb_local import ROOT, DynamoDBLocal, DynamoDBLocalError, is_up
+
+VAR = ROOT / "var"
+DYNAMODB_PORT = int(os.environ.get("DYNAMODB_LOCAL_PORT", "8001"))
+WEB_ADDRESS = os.environ.get("WEB_ADDRESS", "127.0.0.1:8000")
+
+
+def manage(*args: str, env: dict) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
+
+
+def main() -> int:
+    VAR.mkdir(exist_ok=True)
+    env = dict(os.environ, DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{DYNAMODB_PORT}", PYTHONUNBUFFERED="1")
+    env.setdefault("DJANGO_DEBUG", "1")
+    database = None
+    if is_up(DYNAMODB_PORT):
+        print(f"DynamoDB Local already answers on port {DYNAMODB_PORT}: using it")
+    else:
+        database = DynamoDBLocal(DYNAMODB_PORT, db_path=VAR / "dynamodb", log_path=VAR / "dynamodb.log")
+        print(f"starting DynamoDB Local on 127.0.0.1:{DYNAMODB_PORT} (data in {VAR / 'dynamodb'})")
+        database.start()
+    children: list[subprocess.Popen] = []
+    try:
+        manage("migrate", "--no-input", "-v", "0", env=env)
+        manage("create_tables", env=env)
+        manage("seed_demo", "--if-empty", env=env)
+        manage("sync_index", "--once", "-v", "0", env=env)
+        manage("rebuild_index", "--if-empty", env=env)
+        print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index and DynamoDB Local)")
+        children.append(subprocess.Popen([sys.executable, "manage.py", "runserver", WEB_ADDRESS], cwd=ROOT, env=env))
+        children.append(subprocess.Popen([sys.executable, "manage.py", "sync_index"], cwd=ROOT, env=env))
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        return 1  # a child died on its own
+    except KeyboardInterrupt:
+        return 0
+    except (subprocess.CalledProcessError, DynamoDBLocalError) as exc:
+        print(f"make run: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in children:
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if database:
+            database.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
