@@ -20,7 +20,12 @@ def manage(*args: str, env: dict) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops everything as cleanly as Ctrl-C
     VAR.mkdir(exist_ok=True)
     env = dict(os.environ, DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{DYNAMODB_PORT}", PYTHONUNBUFFERED="1")
     env.setdefault("DJANGO_DEBUG", "1")

@@ -27,7 +27,7 @@ class Command(BaseCommand):
         if not arn:
             raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
         stop = threading.Event()
-        self._install_signal_handlers(stop)
+        restore = self._install_signal_handlers(stop)
         consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000), stop_event=stop)
 
         def report(result):
@@ -40,13 +40,16 @@ class Command(BaseCommand):
             total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
         except StreamTrimmed as exc:
             raise CommandError(f"STREAM RECORDS LOST: {exc}") from exc
+        finally:
+            restore()
         if verbosity >= 1:
             state = "stopped" if stop.is_set() else "caught up"
             self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
 
     def _install_signal_handlers(self, stop: threading.Event):
+        """SIGTERM/SIGINT set `stop`; returns a function that puts the previous handlers back."""
         if threading.current_thread() is not threading.main_thread():
-            return
+            return lambda: None
 
         def handler(signum, frame):
             if stop.is_set():
@@ -54,5 +57,5 @@ class Command(BaseCommand):
             self.stderr.write("stopping after the current batch (signal again to force)")
             stop.set()
 
-        signal.signal(signal.SIGTERM, handler)
-        signal.signal(signal.SIGINT, handler)
+        previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
+        return lambda: [signal.signal(signum, old) for signum, old in previous.items()]

@@ -1,0 +1,166 @@
+"""Behaviour every pagination index backend must have (DESIGN.md, "The index contract").
+
+Like Django's tests/cache/tests.py: one plain mixin holds the behaviours, and each backend is a
+tiny subclass whose `index` fixture returns a fresh, empty backend on a real store.
+"""
+from __future__ import annotations
+
+import random
+import threading
+
+from django.db import connections
+
+from pagination_index.backends.base import Add, Remove, newest_first
+
+SK = "2021-08-25T13:00:00.{:06d}Z"
+
+
+def sk(n: int) -> str:
+    return SK.format(n)
+
+
+class IndexContract:
+    def test_empty_and_unknown_groups(self, index):
+        assert index.count("nothing-here") == 0
+        assert index.at("nothing-here", 0) is None
+        assert index.range("nothing-here", 0, 10) == []
+        index.add_many("g", [("a", sk(1))])
+        index.remove_many("g", ["a"])
+        assert index.count("g") == 0
+        assert index.at("g", 0) is None
+
+    def test_newest_first_with_ties_by_member(self, index):
+        entries = [("m1", sk(5)), ("m3", sk(5)), ("m2", sk(5)), ("old", sk(1)), ("new", sk(9))]
+        index.add_many("g", entries)
+        assert index.range("g", 0, 10) == [("new", sk(9)), ("m3", sk(5)), ("m2", sk(5)), ("m1", sk(5)), ("old", sk(1))]
+        assert index.range("g", 0, 10) == newest_first(entries)
+
+    def test_at_first_last_and_past_the_end(self, index):
+        entries = [(f"m{i:03d}", sk(i)) for i in range(50)]
+        index.add_many("g", entries)
+        assert index.at("g", 0) == ("m049", sk(49))
+        assert index.at("g", 49) == ("m000", sk(0))
+        assert index.at("g", 50) is None
+        assert index.at("g", -1) is None
+
+    def test_range_slices(self, index):
+        entries = [(f"m{i:03d}", sk(i)) for i in range(30)]
+        index.add_many("g", entries)
+        ordered = newest_first(entries)
+        assert index.range("g", 5, 12) == ordered[5:12]
+        assert index.range("g", 25, 40) == ordered[25:]
+        assert index.range("g", 12, 5) == []
+
+    def test_add_is_idempotent(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(2))])
+        index.add_many("g", [("a", sk(1)), ("b", sk(2))])
+        assert index.count("g") == 2
+        assert index.range("g", 0, 10) == [("b", sk(2)), ("a", sk(1))]
+
+    def test_readding_with_new_sort_key_moves_member(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(2)), ("c", sk(3))])
+        index.add_many("g", [("a", sk(9))])
+        assert index.count("g") == 3
+        assert index.range("g", 0, 10) == [("a", sk(9)), ("c", sk(3)), ("b", sk(2))]
+
+    def test_same_member_twice_in_one_call_keeps_the_last(self, index):
+        index.add_many("g", [("a", sk(1)), ("a", sk(7))])
+        assert index.range("g", 0, 10) == [("a", sk(7))]
+        assert index.count("g") == 1
+
+    def test_remove_is_idempotent(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(2))])
+        index.remove_many("g", ["a", "missing"])
+        index.remove_many("g", ["a"])
+        assert index.count("g") == 1
+        assert index.range("g", 0, 10) == [("b", sk(2))]
+
+    def test_groups_are_separate(self, index):
+        index.add_many("g1", [("a", sk(1))])
+        index.add_many("g2", [("a", sk(2)), ("b", sk(3))])
+        index.remove_many("g1", ["b"])
+        assert index.count_many(["g1", "g2", "g3"]) == {"g1": 1, "g2": 2, "g3": 0}
+        assert index.at("g1", 0) == ("a", sk(1))
+
+    def test_replace(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(2))])
+        index.replace("g", [("c", sk(3)), ("d", sk(4))])
+        assert index.range("g", 0, 10) == [("d", sk(4)), ("c", sk(3))]
+        assert index.count("g") == 2
+        index.replace("g", [])
+        assert index.count("g") == 0
+
+    def test_apply_mixed_ops_in_order(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(2))])
+        index.apply([
+            Add("g", "c", sk(3)), Remove("g", "a"), Add("g", "a", sk(5)),  # removed, then re-added
+            Add("g2", "x", sk(1)), Remove("g2", "x"),  # added, then removed
+            Remove("g", "b"), Add("h", "b", sk(2)),  # moved to another group
+        ])
+        assert index.range("g", 0, 10) == [("a", sk(5)), ("c", sk(3))]
+        assert index.count("g2") == 0
+        assert index.range("h", 0, 10) == [("b", sk(2))]
+
+    def test_unicode_and_long_group_names(self, index):
+        long_sku = "S" * 100
+        unicode_sku = "Café-茶-🫖"
+        index.add_many(long_sku, [("a", sk(1))])
+        index.add_many(unicode_sku, [("ü-member", sk(2))])
+        assert index.at(long_sku, 0) == ("a", sk(1))
+        assert index.at(unicode_sku, 0) == ("ü-member", sk(2))
+        assert set(index.groups()) >= {long_sku, unicode_sku}
+
+    def test_thousands_of_groups(self, index):
+        index.apply([Add(f"group-{g}", f"m{i}", sk(i)) for g in range(2000) for i in range(2)])
+        counts = index.count_many([f"group-{g}" for g in range(2000)])
+        assert set(counts.values()) == {2}
+        assert index.at("group-1999", 1) == ("m0", sk(0))
+
+    def test_random_operations_match_a_sorted_list(self, index):
+        rng = random.Random(7)
+        model: dict[str, str] = {}
+        for _ in range(300):
+            member = f"m{rng.randrange(60)}"
+            if rng.random() < 0.7:
+                model[member] = sk(rng.randrange(40))  # few distinct sort keys: many ties
+                index.add_many("g", [(member, model[member])])
+            else:
+                model.pop(member, None)
+                index.remove_many("g", [member])
+        expected = newest_first(model.items())
+        assert index.count("g") == len(expected)
+        assert index.range("g", 0, 1000) == expected
+        for rank in (0, len(expected) // 2, len(expected) - 1):
+            assert index.at("g", rank) == expected[rank]
+
+    def test_replace_is_atomic_for_a_concurrent_reader(self, index):
+        old = [(f"old{i}", sk(i)) for i in range(300)]
+        new = [(f"new{i}", sk(i)) for i in range(400)]
+        index.replace("g", old)
+        seen, counts = set(), set()
+        errors = []
+        done = threading.Event()
+
+        def reader():
+            try:
+                while not done.is_set():
+                    entries = index.range("g", 0, 1000)
+                    seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
+                    counts.add(index.count("g"))
+            except Exception as exc:  # surfaced by the assertion below, not lost in the thread
+                errors.append(exc)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            for _ in range(3):
+                index.replace("g", new)
+                index.replace("g", old)
+        finally:
+            done.set()
+            thread.join()
+        assert not errors
+        assert seen and seen <= {(300, frozenset({"old"})), (400, frozenset({"new"}))}
+        assert counts <= {300, 400}

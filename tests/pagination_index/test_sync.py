@@ -1,0 +1,126 @@
+"""sync_index against DynamoDB Local's real stream: the index ends equal to the table."""
+import dataclasses
+
+import pytest
+from django.core.management import call_command
+
+from comments.store import item_from_comment
+from pagination_index import aws, get_index
+from pagination_index.models import ShardCheckpoint
+from pagination_index.source import group_entries
+from pagination_index.stream import StreamConsumer, apply_records
+from tests import factories
+
+
+def table_order(sku):
+    """The table's truth for one product: its GSI entries in index order."""
+    return sorted(group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
+
+
+def assert_index_equals_table(*skus):
+    index = get_index()
+    for sku in skus:
+        expected = table_order(sku)
+        assert index.count(sku) == len(expected), sku
+        assert index.range(sku, 0, len(expected) + 10) == expected, sku
+
+
+def put(comment):
+    aws.dynamodb().put_item(TableName=aws.table_name(), Item=item_from_comment(comment))
+
+
+def delete(comment):
+    aws.dynamodb().delete_item(TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
+
+
+def stream_arn():
+    return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]["LatestStreamArn"]
+
+
+@pytest.mark.django_db
+def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table):
+    a = factories.seed("A", 120, seed=1)
+    b = factories.seed("B", 30, seed=2)
+    call_command("sync_index", once=True, verbosity=0)
+    assert_index_equals_table("A", "B")
+
+    for comment in a[:10]:
+        delete(comment)
+    for comment in a[10:15]:  # SK is part of the table key: a new SK is a delete and a put
+        delete(comment)
+        put(dataclasses.replace(comment, sk="2030-01-01T00:00:00.000001Z"))
+    for comment in a[15:20]:  # move to another product (MODIFY of PK2)
+        aws.dynamodb().update_item(
+            TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+            UpdateExpression="SET PK2 = :b", ExpressionAttributeValues={":b": {"S": "B"}})
+    for comment in a[20:25]:  # MODIFY that changes neither group nor sort key
+        aws.dynamodb().update_item(
+            TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+            UpdateExpression="SET body = :x", ExpressionAttributeValues={":x": {"S": "edited"}})
+    factories.seed("C", 7, seed=3)
+    call_command("sync_index", once=True, verbosity=0)
+    assert_index_equals_table("A", "B", "C")
+    assert get_index().count("A") == 105 and get_index().count("B") == 35
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashAfterApply(StreamConsumer):
+    """Applies the third batch to the index, then dies before its checkpoint is written."""
+
+    batches = 0
+
+    def _commit(self, checkpoint, records, *, finished):
+        self.batches += 1
+        if self.batches == 3:
+            apply_records(self.index, records)
+            raise Crash
+        return super()._commit(checkpoint, records, finished=finished)
+
+
+@pytest.mark.django_db
+def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table):
+    comments = factories.seed("A", 200, seed=4)
+    for comment in comments[:30]:
+        delete(comment)
+    with pytest.raises(Crash):
+        CrashAfterApply(index=get_index(), stream_arn=stream_arn(), batch_size=50).run(once=True)
+    checkpoint = ShardCheckpoint.objects.get()
+    assert checkpoint.sequence_number  # two batches were checkpointed, the third was not
+    assert get_index().count("A") == 150  # ...but the third batch was applied
+    call_command("sync_index", once=True, verbosity=0)
+    assert_index_equals_table("A")
+    call_command("sync_index", once=True, verbosity=0)  # running again changes nothing
+    assert_index_equals_table("A")
+
+
+@pytest.mark.django_db
+def test_resume_applies_only_new_records(comments_table):
+    factories.seed("A", 40, seed=5)
+    call_command("sync_index", once=True, verbosity=0)
+    first = ShardCheckpoint.objects.get().sequence_number
+    factories.seed("A", 5, seed=6)
+    call_command("sync_index", once=True, verbosity=0)
+    assert ShardCheckpoint.objects.get().sequence_number > first
+    assert_index_equals_table("A")
+
+
+@pytest.mark.django_db
+def test_rebuild_index_matches_the_table(comments_table):
+    factories.seed("A", 80, seed=7, ties=[(10, 20)])
+    factories.seed("B", 3, seed=8)
+    get_index().add_many("STALE", [("x", "2020-01-01T00:00:00.000000Z")])
+    call_command("rebuild_index", verbosity=0)
+    assert_index_equals_table("A", "B")
+    assert get_index().count("STALE") == 0
+
+
+@pytest.mark.django_db
+def test_sync_without_a_table_is_a_clear_error(dynamodb_settings, settings):
+    settings.DYNAMODB = dict(dynamodb_settings, TABLE="no-such-table")
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError):
+        call_command("sync_index", once=True, verbosity=0)
