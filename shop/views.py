@@ -49,6 +49,7 @@ def sitemap_index(request):
 @require_safe
 def sitemap_section(request, section):
     try:
-        return sitemap_views.sitemap(request, SITEMAPS, section=section).render()
+        # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
+        return sitemap_views.sitemap(request, SITEMAPS, section=section, template_name="sitemaps/urlset.xml").render()
     except IndexUnavailable:
         return service_unavailable(request, "the comment index")
