@@ -27,7 +27,10 @@ def catalogue(request):
     products = list(Product.objects.all())
     counts = product_comment_counts([product.sku for product in products])
     rows = [(product, counts[product.sku]) for product in products]
-    return render(request, "shop/catalogue.html", {"rows": rows})
+    return render(request, "shop/catalogue.html", {
+        "rows": rows,
+        "canonical_url": request.build_absolute_uri(reverse("catalogue")),
+    })
 
 
 @require_safe

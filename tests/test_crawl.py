@@ -1,6 +1,5 @@
 """What a search engine sees: a crawler from / that follows only <a href> links, within robots.txt."""
 import hashlib
-import json
 import re
 from urllib.robotparser import RobotFileParser
 
@@ -9,11 +8,11 @@ from django.core.management import call_command
 
 from tests import factories
 from tests.crawler import crawl, parse_robots, path_and_query, robots_allows
+from tests.pages import json_ld
 
 # One product deep enough that pages past COMMENTS_FAST_PAGES (10) come from the index, a few
 # short ones, one without comments; a run of equal SKs across the fast/index seam.
 PRODUCTS = {"CRAWL-BIG": 610, "CRAWL-MID": 45, "CRAWL-ONE": 1, "CRAWL-NONE": 0}
-JSON_LD = re.compile(r'<script type="application/ld\+json">(.*?)</script>', re.S)
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +48,9 @@ def test_crawler_reaches_every_comment_once_within_robots(client, crawl_site):
                   if link.startswith("http://testserver/") and not robots_allows(rules, path_and_query(link))}
     assert disallowed == set()
 
-    product_pages = {url: r for url, r in results.items() if "/products/" in url}
-    for url, r in product_pages.items():
+    for url, r in results.items():
         assert r["page"]["canonical"] == url, url
+    product_pages = {url: r for url, r in results.items() if "/products/" in url}
     fingerprints = [main_content(r["html"]) for r in results.values()]
     assert len(set(fingerprints)) == len(fingerprints)
 
@@ -61,7 +60,7 @@ def test_crawler_reaches_every_comment_once_within_robots(client, crawl_site):
         shown = [pk for r in pages for pk, _ in r["page"]["comments"]]
         assert sorted(shown) == sorted(c.pk for c in comments), sku  # every comment, exactly once
         for r in pages:  # the JSON-LD reviews are the comments the page shows
-            reviews = json.loads(JSON_LD.search(r["html"]).group(1)).get("review", [])
+            reviews = json_ld(r["html"]).get("review", [])
             assert [review["@id"].rsplit("#comment-", 1)[1] for review in reviews] == [pk for pk, _ in r["page"]["comments"]]
     assert "http://testserver/products/CRAWL-NONE/" in product_pages
     assert any(r.get("page") and "?page=30" in url for url, r in product_pages.items())

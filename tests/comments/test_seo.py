@@ -7,17 +7,10 @@ from django.core.management import call_command
 
 from comments.store import Comment, put_comments
 from tests import factories
-from tests.pages import parse
-
-JSON_LD = re.compile(r'<script type="application/ld\+json">(.*?)</script>', re.S)
-
+from tests.pages import JSON_LD, json_ld, parse
 
 def head_links(html: str) -> dict:
     return {link["rel"]: link["href"] for link in parse(html)["links"] if link["tag"] == "link" and link.get("rel")}
-
-
-def json_ld(html: str) -> dict:
-    return json.loads(JSON_LD.search(html).group(1))
 
 
 @pytest.fixture(scope="module")
