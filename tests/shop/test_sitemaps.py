@@ -6,6 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from comments.store import parse_sk
+from pagination_index import BaseIndex, IndexUnavailable
 from shop.models import Product
 from tests import factories
 from tests.crawler import path_and_query
@@ -61,3 +62,22 @@ def test_lastmod_is_the_newest_comment_or_the_product_edit(client, map_products,
     assert lastmods["http://testserver/products/MAP-B/?page=3"] == product.updated_at.isoformat()
     index = client.get("/sitemap.xml")
     assert index["Last-Modified"]
+
+
+class DownIndex(BaseIndex):
+    """An index whose store cannot be reached."""
+
+    def count(self, group):
+        raise IndexUnavailable("down")
+
+    def at(self, group, rank):
+        raise IndexUnavailable("down")
+
+
+def test_sitemap_without_the_index_is_503(client, db, settings):
+    factories.product("MAP-D")
+    settings.PAGINATION_INDEX = {"BACKEND": "tests.shop.test_sitemaps.DownIndex"}
+    for url in ("/sitemap.xml", "/sitemap-comment-pages.xml", "/sitemap-products.xml"):
+        response = client.get(url)
+        assert response.status_code == 503 and response["Retry-After"], url
+    assert client.get("/robots.txt").status_code == 200
