@@ -2,8 +2,8 @@
 
 Besides its neighbours, the first and the last page, a page links jumps of 1, 2, 3 and 5 times each
 power of ten, both ways. That keeps every page of a product with 100,000 pages within 8 clicks of
-page 1 (tests/comments/test_pager.py proves it by a breadth-first search) with at most 42 numbered
-links, 44 with "Previous" and "Next". Crawlers reach deep pages cheaply; people read the pager as
+page 1 (tests/comments/test_pager.py proves it by a breadth-first search) with at most 41 numbered
+links, 43 with "Previous" and "Next". Crawlers reach deep pages cheaply; people read the pager as
 groups of equal jump size, in ascending order.
 """
 from __future__ import annotations
@@ -45,11 +45,11 @@ def pager_groups(number: int, num_pages: int) -> list[list[int]]:
     # and the current page in the middle, then forward jumps, then the last page.
     groups: dict[tuple[int, int], set[int]] = {(0, 0): {1}, (2, 0): {number}, (4, 0): {num_pages}}
     for magnitude, step in _steps(num_pages):
-        side_key = 0 if magnitude == 0 else magnitude
+        back, forward = ((2, 0), (2, 0)) if magnitude == 0 else ((1, -magnitude), (3, magnitude))
         if number - step >= 1:
-            groups.setdefault((1, -side_key) if side_key else (2, 0), set()).add(number - step)
+            groups.setdefault(back, set()).add(number - step)
         if number + step <= num_pages:
-            groups.setdefault((3, side_key) if side_key else (2, 0), set()).add(number + step)
+            groups.setdefault(forward, set()).add(number + step)
     seen: set[int] = set()
     ordered = []
     for key in sorted(groups):
