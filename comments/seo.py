@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
