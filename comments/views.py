@@ -1,11 +1,16 @@
 import logging
 
 from botocore.exceptions import BotoCoreError, ClientError
+from django.contrib import messages
 from django.core.paginator import InvalidPage
-from django.http import Http404, HttpResponsePermanentRedirect
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
 
+from comments.forms import CommentForm
+from comments.recent import posted_keys, remember_posted
 from comments.selectors import parse_page_number, product_comment_page
+from comments.services import comment_create
+from comments.throttle import comment_post_allowed
 from pagination_index import IndexUnavailable
 from shop.models import Product
 
@@ -26,7 +31,7 @@ def product_detail(request, sku):
     if values == ["1"]:
         return HttpResponsePermanentRedirect(product.get_absolute_url())
     try:
-        page = product_comment_page(sku=sku, number=parse_page_number(values))
+        page = product_comment_page(sku=sku, number=parse_page_number(values), pinned=posted_keys(request, sku))
     except InvalidPage as exc:
         raise Http404(str(exc)) from exc
     except IndexUnavailable:
@@ -44,4 +49,54 @@ def product_detail(request, sku):
         "comments": page.object_list,
         "page_links": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "canonical_url": canonical,
+        "comment_form": CommentForm(),
     })
+
+
+POSTED_MESSAGE = "Thank you! Your comment is posted."
+
+
+class HttpResponseSeeOther(HttpResponseRedirect):
+    status_code = 303
+
+
+def comment_form_page(request, product, form, *, heading, notice="", status):
+    return render(request, "comments/comment_form_page.html", {
+        "product": product, "form": form, "heading": heading, "notice": notice,
+    }, status=status)
+
+
+def comment_post(request, sku):
+    """The comment form's target. Success is a 303 to page 1, where the new comment is first."""
+    product = get_object_or_404(Product, sku=sku)
+    if request.method != "POST":
+        return redirect(product)
+    verdict = comment_post_allowed(request)
+    if not verdict.allowed:
+        response = comment_form_page(
+            request, product, CommentForm(initial=request.POST.dict()), status=429,
+            heading="Please wait a moment",
+            notice=f"You have posted several comments in the last minute. Your comment is kept below: "
+                   f"post it again in {verdict.retry_after} seconds.")
+        response["Retry-After"] = str(verdict.retry_after)
+        return response
+    form = CommentForm(request.POST)
+    if form.is_bot():
+        logger.info("comment honeypot filled for %s; dropped", sku)
+        messages.success(request, POSTED_MESSAGE)
+        return HttpResponseSeeOther(product.get_absolute_url())
+    if not form.is_valid():
+        return comment_form_page(request, product, form, status=400, heading=f"Your comment on {product.name}")
+    try:
+        comment = comment_create(sku=sku, **form.comment_fields())
+    except (BotoCoreError, ClientError):
+        logger.warning("DynamoDB failed posting a comment on %s", sku, exc_info=True)
+        response = comment_form_page(
+            request, product, form, status=503, heading="We couldn't save your comment",
+            notice="Our comment store is not answering right now. Your comment is kept below, "
+                   "unchanged: please post it again in a minute.")
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
+    remember_posted(request, comment)
+    messages.success(request, POSTED_MESSAGE)
+    return HttpResponseSeeOther(product.get_absolute_url())

@@ -7,5 +7,8 @@ from shop import views
 urlpatterns = [
     path("", views.catalogue, name="catalogue"),
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
+    path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "shop.errors.bad_request"
