@@ -36,9 +36,11 @@ def client_address(request) -> str:
         ip = ipaddress.ip_address(address)
     except ValueError:
         return address or "unknown"
-    if ip.version == 6 and not ip.ipv4_mapped:
+    if ip.version == 6:
+        if ip.ipv4_mapped:
+            return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip.ipv4_mapped or ip)
+    return str(ip)
 
 
 def comment_post_allowed(request) -> Verdict:
