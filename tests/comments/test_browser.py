@@ -91,6 +91,8 @@ def test_browse_pages_and_post_comments(sync_playwright, shop, live_server):
             page.locator(".star-picker label").nth(3).click()  # the fourth star, as a person would
             assert page.get_by_label("4 stars").is_checked()
             page.get_by_label("Your comment").fill("Pours well, no drips 🫖\nThe lid <b>rattles</b> a bit.")
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.locator("#write-comment").screenshot(path=str(SCREENSHOTS / "04-filled-form.png"))
             with page.expect_response(lambda r: r.request.method == "POST") as posted:
                 page.get_by_role("button", name="Post comment").click()
             assert posted.value.status == 303
@@ -103,7 +105,7 @@ def test_browse_pages_and_post_comments(sync_playwright, shop, live_server):
             assert first.locator("time").get_attribute("datetime").endswith("Z")
             assert first_comment_ids(page, 3)[1:] == [c.pk for c in comments[:2]]
             assert page.locator(".page-status").inner_text() == "page 1 of 12"
-            shot(page, "04-after-posting")
+            shot(page, "05-after-posting")
 
             with page.expect_response(lambda r: r.request.method == "POST") as posted:
                 page.get_by_role("button", name="Post comment").click()
@@ -111,15 +113,15 @@ def test_browse_pages_and_post_comments(sync_playwright, shop, live_server):
             alert = page.get_by_role("alert")
             assert "Enter your name." in alert.inner_text() and "Write your comment." in alert.inner_text()
             assert page.get_by_label("Your name").get_attribute("aria-invalid") == "true"
-            shot(page, "05-empty-comment-errors")
+            shot(page, "06-empty-comment-errors")
 
             phone = browser.new_page(viewport=PHONE)
             phone.goto(product_url)
             assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-            shot(phone, "06-product-page-390px")
+            shot(phone, "07-product-page-390px")
             phone.get_by_role("button", name="Post comment").click()
             phone.wait_for_load_state()
             assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-            shot(phone, "07-errors-390px")
+            shot(phone, "08-errors-390px")
         finally:
             browser.close()
