@@ -1,6 +1,7 @@
 import logging
 
 from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import InvalidPage
 from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
@@ -76,8 +77,8 @@ def comment_post(request, sku):
         response = comment_form_page(
             request, product, CommentForm(initial=request.POST.dict()), status=429,
             heading="Please wait a moment",
-            notice=f"You have posted several comments in the last minute. Your comment is kept below: "
-                   f"post it again in {verdict.retry_after} seconds.")
+            notice=f"You can post up to {settings.COMMENTS_POSTS_PER_MINUTE} comments a minute. Your comment "
+                   f"is kept below: please post it again in {verdict.retry_after} seconds.")
         response["Retry-After"] = str(verdict.retry_after)
         return response
     form = CommentForm(request.POST)
