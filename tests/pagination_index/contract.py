@@ -19,6 +19,34 @@ def sk(n: int) -> str:
     return SK.format(n)
 
 
+def read_while_writing(index, writer, count) -> tuple[set, set]:
+    """Run writer() while another thread keeps reading group "g" and count(); returns what the reader
+    saw: (number of entries, their member prefixes) per read of "g", and every count() value."""
+    seen, counts, errors = set(), set(), []
+    done = threading.Event()
+
+    def reader():
+        try:
+            while not done.is_set():
+                entries = index.range("g", 0, 1000)
+                seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
+                counts.add(count())
+        except Exception as exc:  # surfaced by the assertion below, not lost in the thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        writer()
+    finally:
+        done.set()
+        thread.join()
+    assert not errors
+    return seen, counts
+
+
 class IndexContract:
     def test_empty_and_unknown_groups(self, index):
         assert index.count("nothing-here") == 0
@@ -137,64 +165,29 @@ class IndexContract:
         old = [(f"old{i}", sk(i)) for i in range(300)]
         new = [(f"new{i}", sk(i)) for i in range(400)]
         index.replace("g", old)
-        seen, counts = set(), set()
-        errors = []
-        done = threading.Event()
 
-        def reader():
-            try:
-                while not done.is_set():
-                    entries = index.range("g", 0, 1000)
-                    seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
-                    counts.add(index.count("g"))
-            except Exception as exc:  # surfaced by the assertion below, not lost in the thread
-                errors.append(exc)
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
+        def writer():
             for _ in range(3):
                 index.replace("g", new)
                 index.replace("g", old)
-        finally:
-            done.set()
-            thread.join()
-        assert not errors
+
+        seen, counts = read_while_writing(index, writer, lambda: index.count("g"))
         assert seen and seen <= {(300, frozenset({"old"})), (400, frozenset({"new"}))}
         assert counts <= {300, 400}
 
     def test_apply_is_atomic_for_a_concurrent_reader(self, index):
         old = [Add("g", f"old{i}", sk(i)) for i in range(200)]
         new = [Add("g", f"new{i}", sk(i)) for i in range(200)] + [Add("h", f"h{i}", sk(i)) for i in range(50)]
-        undo = {"old": [Remove("g", op.member) for op in old], "new": [Remove(op.group, op.member) for op in new]}
+        undo_old = [Remove("g", op.member) for op in old]
+        undo_new = [Remove(op.group, op.member) for op in new]
         index.apply(old)
-        seen, counts = set(), set()
-        errors = []
-        done = threading.Event()
 
-        def reader():
-            try:
-                while not done.is_set():
-                    entries = index.range("g", 0, 1000)
-                    seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
-                    counts.add(tuple(index.count_many(["g", "h"]).values()))
-            except Exception as exc:
-                errors.append(exc)
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
+        def writer():
             for _ in range(3):
-                index.apply(undo["old"] + new)  # one batch: the whole group swapped, and h filled
-                index.apply(undo["new"] + old)
-        finally:
-            done.set()
-            thread.join()
-        assert not errors
+                index.apply(undo_old + new)  # one batch: the whole group swapped, and h filled
+                index.apply(undo_new + old)
+
+        seen, counts = read_while_writing(index, writer, lambda: tuple(index.count_many(["g", "h"]).values()))
         assert seen and seen <= {(200, frozenset({"old"})), (200, frozenset({"new"}))}
         assert counts <= {(200, 0), (200, 50)}
 
