@@ -1,0 +1,247 @@
+"""The site under load: gunicorn (workers as in gunicorn.conf.py) driven by wrk, per index backend.
+
+    python -m bench.load            # 60 s per mix at 16 and 64 connections
+    python -m bench.load --smoke    # 3 s per mix at 16 connections, on the small shop
+
+Mixes (bench/load.lua draws each request's path uniformly from a list):
+- hot: pages 1-3 of the top products (most comments);
+- crawl: every page of every product, uniformly (on the 100,000-comment shop, mostly deep pages).
+
+Reported per run: requests/s, p50/p95/p99 latency, errors (socket errors, and every response that
+is not 2xx/3xx: must be 0), CPU milliseconds per request of gunicorn's master and workers (utime+stime
+from /proc, reaped workers included through the master's cutime+cstime), and each worker's resident
+memory (VmRSS) after the runs. DynamoDB Local, Redis and wrk share the same 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+from bench.common import DYNAMODB_LOCAL, format_table, machine_info, pyplot, result_path, shown, stamp, write_json
+from bench.dataset import DATA, Dataset, redis_index
+from stack.dynamodb_local import ROOT, free_port
+
+SIZE, SMOKE_SIZE = 100_000, 3_000
+DURATION, SMOKE_DURATION = 60, 3
+CONNECTIONS, SMOKE_CONNECTIONS = (16, 64), (16,)
+TOP_PRODUCTS = 5
+PAGE_SIZE = 20
+TARGETS = {"hot": 800, "crawl": 300}  # requests/s on this 2-core machine
+LUA = Path(__file__).resolve().parent / "load.lua"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# Until gunicorn.conf.py exists (issue 8), the same settings as flags.
+GUNICORN_FLAGS = ["--workers", str(min(2 * (os.cpu_count() or 1) + 1, 8)), "--threads", "4",
+                  "--worker-class", "gthread", "--timeout", "30", "--keep-alive", "5",
+                  "--max-requests", "2000", "--max-requests-jitter", "200"]
+
+
+def mixes(products: dict[str, int]) -> dict[str, list[str]]:
+    def href(sku: str, page: int) -> str:
+        return f"/products/{sku}/" + (f"?page={page}" if page > 1 else "")
+
+    pages = {sku: max(1, -(-count // PAGE_SIZE)) for sku, count in products.items()}
+    top = sorted(products, key=products.get, reverse=True)[:TOP_PRODUCTS]
+    return {
+        "hot": [href(sku, page) for sku in top for page in range(1, min(pages[sku], 3) + 1)],
+        "crawl": [href(sku, page) for sku, last in pages.items() for page in range(1, last + 1)],
+    }
+
+
+def processes(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [master, *map(int, children)]
+
+
+def cpu_seconds(master: int) -> float:
+    """utime+stime of the master and its live workers, plus the master's reaped children."""
+    total = 0
+    for pid in processes(master):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+        if pid == master:
+            total += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return total / CLOCK_TICKS
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Gunicorn:
+    def __init__(self, env: dict, log: Path):
+        self.port = free_port()
+        self.env = {**os.environ, **env, "GUNICORN_BIND": f"127.0.0.1:{self.port}"}
+        self.log = log
+        self.process: subprocess.Popen | None = None
+
+    def command(self) -> list[str]:
+        gunicorn = str(Path(sys.executable).parent / "gunicorn")
+        if (ROOT / "gunicorn.conf.py").exists():
+            return [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "shop.wsgi"]
+        return [gunicorn, *GUNICORN_FLAGS, "--bind", self.env["GUNICORN_BIND"], "shop.wsgi"]
+
+    def __enter__(self) -> "Gunicorn":
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"gunicorn exited with {self.process.returncode}; see {self.log}")
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=2)
+                return self
+            except OSError:
+                time.sleep(0.3)
+        raise SystemExit(f"gunicorn did not answer within 60 s; see {self.log}")
+
+    def __exit__(self, *exc) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def workers(self) -> list[int]:
+        return processes(self.process.pid)[1:]
+
+
+def run_wrk(port: int, paths_file: Path, connections: int, seconds: int) -> dict:
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "--latency",
+               "-s", str(LUA), f"http://127.0.0.1:{port}", "--", str(paths_file)]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def warm(port: int, paths: list[str]) -> None:
+    """One request per worker-ish, so imports and connections are not in the first second measured."""
+    for path in random.sample(paths, min(len(paths), 30)):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read()
+
+
+def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, seconds, logs: Path, out) -> tuple[list[dict], dict]:
+    rows = []
+    with Gunicorn(env, logs / f"gunicorn-{name.replace('/', '-')}.log") as server:
+        for mix, paths_file in paths.items():
+            warm(server.port, paths_file.read_text().split())
+            for count in connections:
+                cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
+                result = run_wrk(server.port, paths_file, count, seconds)
+                cpu = cpu_seconds(server.process.pid) - cpu_before
+                errors = sum(result[key] for key in ("status_errors", "connect_errors", "read_errors",
+                                                     "write_errors", "timeouts"))
+                row = {"backend": name, "mix": mix, "connections": count, "seconds": seconds,
+                       "requests": result["requests"],
+                       "requests_per_s": round(result["requests"] / (result["duration_us"] / 1e6), 1),
+                       "p50_ms": result["p50_us"] / 1000, "p95_ms": result["p95_us"] / 1000,
+                       "p99_ms": result["p99_us"] / 1000, "max_ms": result["max_us"] / 1000,
+                       "errors": errors, "wrk": result,
+                       "cpu_ms_per_request": round(cpu * 1000 / max(result["requests"], 1), 3),
+                       "load_average": os.getloadavg()}
+                rows.append(row)
+                out(f"  {name:<18} {mix:<5} c={count:<3} {row['requests_per_s']:8.1f} req/s  p50 {row['p50_ms']:.1f} ms"
+                    f"  p95 {row['p95_ms']:.1f}  p99 {row['p99_ms']:.1f}  errors {errors}  "
+                    f"CPU {row['cpu_ms_per_request']:.2f} ms/req")
+        memory = {"workers": len(server.workers()), "vmrss_kib": [rss_kib(pid) for pid in server.workers()],
+                  "master_vmrss_kib": rss_kib(server.process.pid)}
+    return rows, memory
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    plt = pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels = [f"{r['backend']}\n{r['mix']} c={r['connections']}" for r in rows]
+    colours = ["#c44e52" if r["mix"] == "hot" else "#4c72b0" for r in rows]
+    axes[0].bar(range(len(rows)), [r["requests_per_s"] for r in rows], color=colours)
+    for mix, target in TARGETS.items():
+        axes[0].axhline(target, linestyle="--", color="#c44e52" if mix == "hot" else "#4c72b0",
+                        label=f"{mix} target {target}/s")
+    axes[0].set_xticks(range(len(rows)), labels, fontsize=7)
+    axes[0].set_ylabel("requests/s")
+    axes[0].legend(fontsize=8)
+    for offset, (key, label) in enumerate((("p50_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99"))):
+        axes[1].bar([i + offset * 0.27 for i in range(len(rows))], [r[key] for r in rows], 0.27, label=label)
+    axes[1].set_xticks([i + 0.27 for i in range(len(rows))], labels, fontsize=7)
+    axes[1].set_ylabel("latency, ms")
+    axes[1].legend(fontsize=8)
+    figure.suptitle("gunicorn + wrk on 2 shared cores (DynamoDB Local and Redis on the same machine)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="small shop, a few seconds per mix")
+    parser.add_argument("--seconds", type=int, help="seconds per mix (default: 60, smoke 3)")
+    parser.add_argument("--backend", action="append", choices=["redis", "relational"],
+                        help="only this backend (repeatable; default both)")
+    args = parser.parse_args(argv)
+    if not shutil.which("wrk"):
+        print("wrk is needed: apt-get install wrk", file=sys.stderr)
+        return 1
+    size = SMOKE_SIZE if args.smoke else SIZE
+    seconds = args.seconds or (SMOKE_DURATION if args.smoke else DURATION)
+    connections = SMOKE_CONNECTIONS if args.smoke else CONNECTIONS
+    backends = args.backend or ["redis", "relational"]
+    out = lambda text: print(text, flush=True)  # noqa: E731
+    load_at_start = os.getloadavg()
+    dataset = Dataset(size)
+    logs = DATA / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    rows, memory = [], {}
+    with dataset:
+        products = dataset.products()
+        paths = {}
+        for mix, urls in mixes(products).items():
+            paths[mix] = logs / f"paths-{mix}-{size}.txt"
+            paths[mix].write_text("\n".join(urls) + "\n")
+        out(f"load: {len(products)} products, {sum(products.values()):,} comments; "
+            f"hot mix {len(mixes(products)['hot'])} URLs, crawl mix {len(mixes(products)['crawl']):,} URLs; "
+            f"{seconds} s per run")
+        for backend in backends:
+            with ExitStack() as stack:
+                env = dict(dataset.env)
+                if backend == "redis":
+                    env.update(stack.enter_context(redis_index()))
+                backend_rows, memory[backend] = bench_backend(backend, env, paths, connections, seconds, logs, out)
+                rows += backend_rows
+    header = ["backend", "mix", "conns", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "CPU ms/req"]
+    table = format_table(header, [[r["backend"], r["mix"], str(r["connections"]), f"{r['requests_per_s']:.0f}",
+                                   f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", f"{r['p99_ms']:.1f}", str(r["errors"]),
+                                   f"{r['cpu_ms_per_request']:.2f}"] for r in rows], left=2)
+    out("\n" + table)
+    for backend, used in memory.items():
+        out(f"  {backend}: {used['workers']} workers, VmRSS after the runs "
+            f"{', '.join(f'{kib / 1024:.0f}' for kib in used['vmrss_kib'])} MiB")
+    when = stamp()
+    png = result_path("load", args.smoke, when, "png")
+    plot(rows, png)
+    path = write_json("load", args.smoke, when, {
+        "flagship_comments": size, "seconds_per_run": seconds, "targets_requests_per_s": TARGETS,
+        "gunicorn": "gunicorn.conf.py" if (ROOT / "gunicorn.conf.py").exists() else " ".join(GUNICORN_FLAGS),
+        "machine": machine_info({}, load_at_start, f"shared machine; {DYNAMODB_LOCAL}, Redis and wrk on the same "
+                                                   "2 cores as gunicorn"),
+        "results": rows, "worker_memory": memory, "table": table, "plot": png.name})
+    out(f"\nwrote {shown(path)} and {shown(png)}")
+    return 1 if any(r["errors"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""Time to serve product pages by depth, split into index, DynamoDB and our own time, per index backend,
+beside the baseline that reaches page N by reading pages 1..N-1 through LastEvaluatedKey.
+
+    python -m bench.page_depth            # the flagship product with 100,000 comments
+    python -m bench.page_depth --smoke    # 3,000 comments: a quick check that it all works
+
+Each page is served through Django's WSGI handler (middleware, view, template, ETag: everything but
+the HTTP server), with the fast window's cache off so every request does its own reads. Timers wrap
+the index backend's methods and the boto3 client's calls on their instances, in this process only:
+"index" is time inside the backend, "DynamoDB" time inside the client's calls (of which "wire" is the
+HTTP round trip, the rest botocore), "ours" everything else (also as this thread's CPU time, which other processes on a busy machine do
+not inflate). DynamoDB Local's Query with an
+ExclusiveStartKey gets slower the deeper the key (real DynamoDB's does not), so the DynamoDB column at
+deep pages is the emulator's cost, reported on its own row.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import time
+from collections import defaultdict
+from contextlib import ExitStack, contextmanager
+from functools import wraps
+
+from bench.common import DYNAMODB_LOCAL, format_table, machine_info, pyplot, result_path, shown, stamp, write_json
+from bench.dataset import FLAGSHIP, Dataset, postgres_index, redis_index
+
+SIZE, SMOKE_SIZE = 100_000, 3_000
+PAGE_SIZE = 20
+# Per (backend, page): at least MIN_CALLS timed requests, more while within the time budget.
+MIN_CALLS, MAX_CALLS, BUDGET_SECONDS = 5, 60, 1.5
+# Baseline: pages whose walk is longer than this are timed once.
+BASELINE_REPEAT_PAGES = 20
+
+
+def pages_for(size: int) -> list[int]:
+    last = -(-size // PAGE_SIZE)
+    return [page for page in (1, 2, 10, 11, 100, 1_000) if page < last] + [last]
+
+
+class Timers:
+    """Seconds spent inside wrapped calls, by label, since the last reset()."""
+
+    def __init__(self):
+        self.spent: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+
+    def reset(self) -> None:
+        self.spent.clear()
+        self.cpu.clear()
+
+    def wrap(self, label: str, function):
+        @wraps(function)
+        def timed(*args, **kwargs):
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.spent[label] += time.perf_counter() - started
+                self.cpu[label] += time.thread_time() - cpu
+        return timed
+
+
+INDEX_METHODS = ("at", "range", "count", "count_many")
+CLIENT_METHODS = ("query", "get_item")
+
+
+@contextmanager
+def instrumented(timers: Timers):
+    """Timers on the current index backend's and DynamoDB client's instances (this process only)."""
+    from pagination_index import aws, get_index
+
+    index, client = get_index(), aws.dynamodb()
+    http = client._endpoint.http_session  # botocore's HTTP session: the wire time of every call
+    originals = [(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
+    for target, name in originals:
+        setattr(target, name, timers.wrap("dynamodb" if target is client else "index", getattr(target, name)))
+    http.send = timers.wrap("wire", http.send)
+    try:
+        yield
+    finally:
+        for target, name in originals:
+            delattr(target, name)
+        del http.send
+
+
+def serve(handler, path: str, query: str) -> int:
+    from django.test import RequestFactory
+
+    environ = RequestFactory()._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
+    status = []
+    body = b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
+    if not status[0].startswith("200") or b'class="pagination"' not in body:
+        raise SystemExit(f"{path}?{query}: {status[0]}")
+    return len(body)
+
+
+def time_page(handler, timers: Timers, number: int) -> dict:
+    path = f"/products/{FLAGSHIP}/"
+    query = f"page={number}" if number > 1 else ""
+    serve(handler, path, query)  # warm
+    samples = []
+    started = time.perf_counter()
+    while len(samples) < MIN_CALLS or (len(samples) < MAX_CALLS and time.perf_counter() - started < BUDGET_SECONDS):
+        timers.reset()
+        before, cpu = time.perf_counter(), time.thread_time()
+        size = serve(handler, path, query)
+        total, cpu = time.perf_counter() - before, time.thread_time() - cpu
+        index, dynamodb, wire = timers.spent["index"], timers.spent["dynamodb"], timers.spent["wire"]
+        samples.append({"total": total, "index": index, "dynamodb": dynamodb, "wire": wire,
+                        "ours": total - index - dynamodb,
+                        "ours_cpu": cpu - timers.cpu["index"] - timers.cpu["dynamodb"]})
+    result = {key: statistics.median(s[key] for s in samples) * 1000 for key in samples[0]}
+    return {"page": number, "calls": len(samples), "bytes": size,
+            **{f"{key}_ms": round(value, 3) for key, value in result.items()}}
+
+
+def baseline_page(number: int) -> dict:
+    """Page N the way DynamoDB alone allows: Query page after page, each from the last LastEvaluatedKey."""
+    from pagination_index import aws
+
+    client = aws.dynamodb()
+    kwargs = {"TableName": aws.table_name(), "IndexName": aws.product_index_name(), "ScanIndexForward": False,
+              "KeyConditionExpression": "PK2 = :sku", "ExpressionAttributeValues": {":sku": {"S": FLAGSHIP}},
+              "Limit": PAGE_SIZE}
+
+    def walk() -> int:
+        start = None
+        for _ in range(number):
+            response = client.query(**kwargs, **({"ExclusiveStartKey": start} if start else {}))
+            start = response.get("LastEvaluatedKey")
+        return len(response["Items"])
+
+    repeats = 5 if number <= BASELINE_REPEAT_PAGES else 1
+    samples = []
+    for _ in range(repeats):
+        before = time.perf_counter()
+        walk()
+        samples.append(time.perf_counter() - before)
+    return {"page": number, "calls": repeats, "queries": number, "total_ms": round(statistics.median(samples) * 1000, 3)}
+
+
+def bench_backend(name: str, pages: list[int], out) -> list[dict]:
+    from django.core.handlers.wsgi import WSGIHandler
+
+    handler, timers, rows = WSGIHandler(), Timers(), []
+    with instrumented(timers):
+        for number in pages:
+            row = {"backend": name, **time_page(handler, timers, number)}
+            rows.append(row)
+            out(f"  {name:<22} page {number:>6,}: {row['total_ms']:7.2f} ms  (index {row['index_ms']:.2f}, "
+                f"DynamoDB {row['dynamodb_ms']:.2f}, ours {row['ours_ms']:.2f})")
+    return rows
+
+
+def report(rows: list[dict], baseline: list[dict], pages: list[int]) -> tuple[str, dict]:
+    header = ["backend", "part"] + [f"p{page:,}" for page in pages]
+    lines, checks = [], {}
+    for backend in dict.fromkeys(row["backend"] for row in rows):
+        by_page = {row["page"]: row for row in rows if row["backend"] == backend}
+        for part in ("total", "index", "dynamodb", "wire", "ours", "ours_cpu"):
+            lines.append([backend, part] + [f"{by_page[p][f'{part}_ms']:.2f}" for p in pages])
+        if 11 in by_page:
+            checks[backend] = {}
+            for part in ("ours", "ours_cpu"):
+                ratio = by_page[pages[-1]][f"{part}_ms"] / by_page[11][f"{part}_ms"]
+                checks[backend][part] = {"last_over_page_11": round(ratio, 3), "within_1_3x": ratio <= 1.3}
+    by_page = {row["page"]: row for row in baseline}
+    lines.append(["baseline (LastEvaluatedKey walk)", "total"] + [f"{by_page[p]['total_ms']:.2f}" for p in pages])
+    return format_table(header, lines, left=2) + "\n(milliseconds, median per request)", checks
+
+
+def plot(rows: list[dict], baseline: list[dict], pages: list[int], path) -> None:
+    plt = pyplot()
+    backends = list(dict.fromkeys(row["backend"] for row in rows))
+    figure, axes = plt.subplots(1, 2, figsize=(13, 5))
+    width = 0.8 / len(backends)
+    colours = {"index": "#4c72b0", "dynamodb": "#dd8452", "ours": "#55a868"}
+    for number, backend in enumerate(backends):
+        by_page = {row["page"]: row for row in rows if row["backend"] == backend}
+        bottom = [0.0] * len(pages)
+        for part, colour in colours.items():
+            values = [by_page[p][f"{part}_ms"] for p in pages]
+            axes[0].bar([i + number * width for i in range(len(pages))], values, width, bottom=bottom,
+                        color=colour, edgecolor="white", label=part if number == 0 else None)
+            bottom = [b + v for b, v in zip(bottom, values)]
+    axes[0].set_xticks([i + 0.4 - width / 2 for i in range(len(pages))], [f"{p:,}" for p in pages])
+    axes[0].set_xlabel("page (bars left to right: " + ", ".join(backends) + ")")
+    axes[0].set_ylabel("ms per request (median)")
+    axes[0].set_title("Our pages: index, DynamoDB Local and our own time")
+    axes[0].legend()
+    for backend in backends:
+        by_page = {row["page"]: row for row in rows if row["backend"] == backend}
+        axes[1].plot(pages, [by_page[p]["total_ms"] for p in pages], marker="o", label=backend)
+    axes[1].plot(pages, [row["total_ms"] for row in baseline], marker="s", color="black",
+                 label="baseline: LastEvaluatedKey walk")
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("page")
+    axes[1].set_ylabel("ms to serve (log)")
+    axes[1].set_title("Whole page vs reading pages 1..N-1")
+    axes[1].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SIZE:,} comments instead of {SIZE:,}")
+    args = parser.parse_args(argv)
+    size = SMOKE_SIZE if args.smoke else SIZE
+    out = lambda text: print(text, flush=True)  # noqa: E731
+    load_at_start = __import__("os").getloadavg()
+    dataset = Dataset(size)
+    pages = pages_for(size)
+    rows, versions, skipped = [], {}, {}
+    with dataset:
+        from django.core.management import call_command
+        from django.test import override_settings
+
+        call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
+        out(f"page_depth: {FLAGSHIP} with {size:,} comments, pages {', '.join(f'{p:,}' for p in pages)}")
+        with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, DEBUG=False):
+            rows += bench_backend("relational/SQLite", pages, out)
+            for name, make in (("redis", redis_index), ("relational/PostgreSQL", postgres_index)):
+                with ExitStack() as stack:
+                    try:
+                        version = stack.enter_context(make())
+                    except Exception as exc:  # a shared server that is down: say so, measure the rest
+                        skipped[name] = str(exc)
+                        out(f"  skipped {name}: {exc}")
+                        continue
+                    if isinstance(version, str):
+                        versions["PostgreSQL"] = version
+                    rows += bench_backend(name, pages, out)
+            baseline = []
+            for number in pages:
+                baseline.append(baseline_page(number))
+                out(f"  baseline page {number:>6,}: {baseline[-1]['total_ms']:9.1f} ms ({number:,} queries)")
+    table, checks = report(rows, baseline, pages)
+    out("\n" + table)
+    for backend, check in checks.items():
+        out(f"  {backend}: our own time at the last page / page 11: wall {check['ours']['last_over_page_11']:.2f}, "
+            f"CPU {check['ours_cpu']['last_over_page_11']:.2f} (target <= 1.3)")
+    when = stamp()
+    png = result_path("page_depth", args.smoke, when, "png")
+    plot(rows, baseline, pages, png)
+    path = write_json("page_depth", args.smoke, when, {
+        "flagship_comments": size, "page_size": PAGE_SIZE, "pages": pages,
+        "machine": machine_info(versions, load_at_start,
+                                f"shared machine; {DYNAMODB_LOCAL}; fast-window cache off; served through "
+                                "Django's WSGI handler in one process"),
+        "skipped": skipped, "results": rows, "baseline": baseline, "checks": checks, "table": table,
+        "plot": png.name})
+    out(f"\nwrote {shown(path)} and {shown(png)}")
+    return 1 if skipped else 0  # timings are reported, never asserted: the machine is shared
+
+
+if __name__ == "__main__":
+    sys.exit(main())
