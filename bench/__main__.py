@@ -1,9 +1,21 @@
-"""`make bench` / `make bench-smoke`: run every benchmark, passing the arguments on (e.g. --smoke)."""
+"""`make bench` / `make bench-smoke`: run every benchmark, passing the arguments on (e.g. --smoke).
+
+Each runs in a process of its own: they point Django's settings at different data before setup.
+"""
+import subprocess
 import sys
+import time
 
-from bench import index_depth
-
-BENCHMARKS = [index_depth]
+BENCHMARKS = ["bench.index_depth", "bench.index_memory", "bench.page_depth", "bench.load"]
 
 if __name__ == "__main__":
-    sys.exit(max(benchmark.main(sys.argv[1:]) for benchmark in BENCHMARKS))
+    failed = []
+    for module in BENCHMARKS:
+        started = time.monotonic()
+        print(f"== {module} {' '.join(sys.argv[1:])}", flush=True)
+        if subprocess.run([sys.executable, "-m", module, *sys.argv[1:]]).returncode:
+            failed.append(module)
+        print(f"== {module}: {time.monotonic() - started:.0f} s\n", flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    sys.exit(1 if failed else 0)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import sqlite3
 import statistics
@@ -43,6 +42,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
+from bench.common import machine_info  # noqa: E402
 from pagination_index.backends.redis import RedisIndex, score_sort_key, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 
@@ -242,17 +242,6 @@ def bench_store(store: Store, groups: dict[str, list[Entry]], out) -> list[dict]
 
 
 # --- report -----------------------------------------------------------------------------------
-def machine_info(versions: dict[str, str], load_at_start: tuple[float, ...]) -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal"))
-    return {"cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1), "cpu": cpu,
-            "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(), "platform": platform.platform(),
-            "python": platform.python_version(), **{f"{name.lower()}_version": v for name, v in versions.items()},
-            "note": "shared machine; index stores only, no DynamoDB"}
-
-
 def format_table(rows: list[dict]) -> str:
     columns = sorted({(row["size"], row["rank"]) for row in rows})
     header = ["store", "subject"] + [f"{size:.0e}@{'last' if rank == size - 1 else f'{rank:.0e}' if rank else '0'}"
@@ -303,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS / f"index_depth-{'smoke-' if args.smoke else ''}{stamp}.json"
     path.write_text(json.dumps({"benchmark": "index_depth", "when": stamp, "sizes": sizes,
-                                "machine": machine_info(versions, load_at_start), "skipped": skipped,
+                                "machine": machine_info(versions, load_at_start, "shared machine; index stores only, no DynamoDB"),
+                                "skipped": skipped,
                                 "results": rows, "table": table}, indent=2) + "\n")
     out(f"\nwrote {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
     return 1 if skipped else 0
