@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from calendar import timegm
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from django.conf import settings
 from django.contrib.messages import get_messages
+from django.core.cache import cache
+from django.http import HttpResponse
+from django.middleware.csrf import get_token
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
 
@@ -39,9 +44,9 @@ def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
     return max(product.updated_at, parse_sk(newest_sk))
 
 
-def page_etag(request, product: Product, page: CommentPage, *, has_form: bool) -> str:
-    """A strong ETag over everything the page renders that can change. On a page with the comment
-    form, the visitor's CSRF cookie is part of it: the form embeds a token derived from it."""
+def page_digest(request, product: Product, page: CommentPage) -> str:
+    """A digest of everything the page renders that can change, for every visitor alike: the ETag's
+    base and the key of the page's rendered HTML."""
     shown = [
         template_fingerprint(),
         request.build_absolute_uri("/"),
@@ -49,10 +54,39 @@ def page_etag(request, product: Product, page: CommentPage, *, has_form: bool) -
         [page.number, page.paginator.count, page.count_is_estimate],
         [page.ratings.count, page.ratings.total] if page.ratings else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
-        request.COOKIES.get(settings.CSRF_COOKIE_NAME, "") if has_form else None,
     ]
-    digest = hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
+
+
+def page_etag(request, digest: str, *, has_form: bool) -> str:
+    """A strong ETag from the page's digest. On a page with the comment form, the visitor's CSRF
+    cookie is part of it: the form embeds a token derived from it."""
+    if has_form:
+        cookie = request.COOKIES.get(settings.CSRF_COOKIE_NAME, "")
+        digest = hashlib.sha256(f"{digest}\0{cookie}".encode()).hexdigest()
     return f'"{digest[:40]}"'
+
+
+# The rendered HTML of a page, shared by every visitor: keyed by its digest, so it is never stale;
+# the comment form's CSRF token is a placeholder in it, filled in per response.
+CSRF_PLACEHOLDER = f"csrf{secrets.token_hex(16)}"
+
+
+def rendered_page(request, digest: str, render: Callable[[dict], HttpResponse]) -> HttpResponse:
+    """`render(extra_context)`'s response, its HTML reused from the cache for this digest for
+    COMMENTS_RENDERED_CACHE_SECONDS (0: render every time). A page with a flash message must not
+    come here: it is for one visitor."""
+    seconds = settings.COMMENTS_RENDERED_CACHE_SECONDS
+    if not seconds:
+        return render({})
+    key = f"comments:html:{digest}"
+    html = cache.get(key)
+    if html is None:
+        html = render({"csrf_token": CSRF_PLACEHOLDER}).content
+        cache.set(key, html, seconds)
+    if CSRF_PLACEHOLDER.encode() in html:  # what {% csrf_token %} does: a token, and the cookie set
+        html = html.replace(CSRF_PLACEHOLDER.encode(), get_token(request).encode())
+    return HttpResponse(html)
 
 
 def http_timestamp(moment: datetime) -> int:

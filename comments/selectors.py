@@ -13,6 +13,7 @@ from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 from comments import store
 from comments.store import Comment
 from pagination_index import IndexUnavailable, aws, index
+from shop.models import Product
 
 # A page number is a plain positive integer: no sign, no leading zero, no exponent, at most 10 digits.
 PAGE_NUMBER = re.compile(r"[1-9][0-9]{0,9}")
@@ -91,6 +92,19 @@ def fast_window(sku: str) -> FastWindow:
 
 def forget_fast_window(sku: str) -> None:
     cache.delete(_fast_cache_key(sku))
+
+
+def product_for_page(*, sku: str) -> Product | None:
+    """The product a page shows, shared by its requests for COMMENTS_FAST_CACHE_SECONDS like the
+    fast window (an edit shows within that): most page views then need no database connection."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    key = f"comments:product:{hashlib.sha1(sku.encode()).hexdigest()}"
+    product = cache.get(key) if seconds else None
+    if product is None:
+        product = Product.objects.filter(sku=sku).first()
+        if seconds and product is not None:
+            cache.set(key, product, seconds)
+    return product
 
 
 def _tie_skip(sku: str, rank: int, sort_key: str) -> int:

@@ -13,7 +13,7 @@ from comments import caching, seo
 from comments.forms import CommentForm
 from comments.pager import page_href, pager_links
 from comments.recent import posted_keys, remember_posted
-from comments.selectors import parse_page_number, product_comment_page
+from comments.selectors import parse_page_number, product_comment_page, product_for_page
 from comments.services import comment_create
 from comments.throttle import comment_post_allowed
 from pagination_index import IndexUnavailable
@@ -32,7 +32,9 @@ def service_unavailable(request, what: str):
 
 @require_safe
 def product_detail(request, sku):
-    product = get_object_or_404(Product, sku=sku)
+    product = product_for_page(sku=sku)
+    if product is None:
+        raise Http404("No such product.")
     values = request.GET.getlist("page")
     if values == ["1"]:
         return HttpResponsePermanentRedirect(product.get_absolute_url())
@@ -51,7 +53,8 @@ def product_detail(request, sku):
     # to it, so shared caches and crawlers can keep them.
     has_form = page.number == 1
     personal = caching.has_pending_messages(request)
-    etag = caching.page_etag(request, product, page, has_form=has_form)
+    digest = caching.page_digest(request, product, page)
+    etag = caching.page_etag(request, digest, has_form=has_form)
     last_modified = caching.product_last_modified(product, page.newest_sk)
     if not personal:
         response = get_conditional_response(request, etag=etag, last_modified=caching.http_timestamp(last_modified))
@@ -59,25 +62,30 @@ def product_detail(request, sku):
             return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified,
                                              has_form=has_form)
 
-    path = product.get_absolute_url()
-    number, num_pages = page.number, page.paginator.num_pages
-    product_url = request.build_absolute_uri(path)
-    canonical = request.build_absolute_uri(page_href(path, number))
-    response = render(request, "comments/product_detail.html", {
-        "product": product,
-        "page_obj": page,
-        "comments": page.object_list,
-        "pager": pager_links(path, number, num_pages),
-        "previous_url": page_href(path, number - 1) if page.has_previous() else None,
-        "next_url": page_href(path, number + 1) if page.has_next() else None,
-        "previous_absolute_url": request.build_absolute_uri(page_href(path, number - 1)) if page.has_previous() else None,
-        "next_absolute_url": request.build_absolute_uri(page_href(path, number + 1)) if page.has_next() else None,
-        "canonical_url": canonical,
-        "meta_description": seo.meta_description(product, page.paginator.count, number, num_pages),
-        "json_ld": seo.product_json_ld(product=product, url=product_url, page_url=canonical,
-                                       comments=page.object_list, ratings=page.ratings),
-        "comment_form": CommentForm() if has_form else None,
-    })
+    def render_page(extra: dict):
+        path = product.get_absolute_url()
+        number, num_pages = page.number, page.paginator.num_pages
+        product_url = request.build_absolute_uri(path)
+        canonical = request.build_absolute_uri(page_href(path, number))
+        return render(request, "comments/product_detail.html", {
+            "product": product,
+            "page_obj": page,
+            "comments": page.object_list,
+            "pager": pager_links(path, number, num_pages),
+            "previous_url": page_href(path, number - 1) if page.has_previous() else None,
+            "next_url": page_href(path, number + 1) if page.has_next() else None,
+            "previous_absolute_url": request.build_absolute_uri(page_href(path, number - 1)) if page.has_previous() else None,
+            "next_absolute_url": request.build_absolute_uri(page_href(path, number + 1)) if page.has_next() else None,
+            "canonical_url": canonical,
+            "meta_description": seo.meta_description(product, page.paginator.count, number, num_pages),
+            "json_ld": seo.product_json_ld(product=product, url=product_url, page_url=canonical,
+                                           comments=page.object_list, ratings=page.ratings),
+            "comment_form": CommentForm() if has_form else None,
+            **extra,
+        })
+
+    # A page with a flash message is for one visitor: rendered for them, never from the shared HTML.
+    response = render_page({}) if personal else caching.rendered_page(request, digest, render_page)
     return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified,
                                      personal=personal, has_form=has_form)
 

@@ -186,3 +186,8 @@ COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
 SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
 # The sitemaps framework's templates; the site's domain is the request's host (no sites framework).
 INSTALLED_APPS += ["django.contrib.sitemaps"]
+
+# --- Request path under load (issue 10) -------------------------------------------------------
+# Product pages' rendered HTML is kept in the default cache for this many seconds, keyed by a digest
+# of everything it shows (never stale; 0 renders every request).
+COMMENTS_RENDERED_CACHE_SECONDS = int(os.environ.get("COMMENTS_RENDERED_CACHE_SECONDS", "60"))
