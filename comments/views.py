@@ -35,6 +35,7 @@ def product_detail(request, sku):
     except (BotoCoreError, ClientError):
         logger.warning("DynamoDB failed for %s page %s", sku, values, exc_info=True)
         return service_unavailable(request, "the comment store")
+    request.page_number, request.page_served_by = page.number, page.served_by  # for the request log line
     canonical = request.build_absolute_uri(product.get_absolute_url())
     if page.number > 1:
         canonical += f"?page={page.number}"
