@@ -6,3 +6,7 @@ os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-not-secret-5b2f7c0e9a1d4e
 os.environ.setdefault("DJANGO_STATICFILES_STORAGE", "django.contrib.staticfiles.storage.StaticFilesStorage")
 
 from shop.settings import *  # noqa: E402,F401,F403
+
+# WhiteNoise serves straight from the apps' static folders; there is no collected STATIC_ROOT here.
+STATIC_ROOT = None
+WHITENOISE_USE_FINDERS = True
