@@ -61,9 +61,12 @@ class ProductCounts:
         return self.index - self.table
 
 
-def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str]]:
-    """Table and index counts for the first `limit` products, and the errors met reading them."""
-    products = list(Product.objects.order_by("sku")[:limit])
+def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str], bool]:
+    """Table and index counts for the first `limit` products, the errors met reading them, and
+    whether there are more products than that."""
+    products = list(Product.objects.order_by("sku")[: limit + 1])
+    truncated = len(products) > limit
+    products = products[:limit]
     errors: list[str] = []
     try:
         index_counts = index.count_many([product.sku for product in products])
@@ -81,7 +84,7 @@ def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str]]:
                 errors.append(f"DynamoDB: {type(exc).__name__}: {exc}")
                 table_failed = True  # one failure is enough to know: don't wait on every product
         rows.append(ProductCounts(product.sku, product.name, table_count, index_counts.get(product.sku)))
-    return rows, errors
+    return rows, errors, truncated
 
 
 def stream_checkpoints() -> list[ShardCheckpoint]:

@@ -55,12 +55,15 @@ def test_staff_see_counts_drift_checkpoints_and_lag(admin_client, comments_table
 @pytest.mark.django_db
 def test_ops_page_renders_when_dynamodb_is_down(admin_client, settings):
     factories.product("OPS-C")
+    factories.product("OPS-D")
+    settings.OPS_MAX_PRODUCTS = 1
     settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL="http://127.0.0.1:9")
     response = admin_client.get("/ops/")
     assert response.status_code == 200
     html = response.content.decode()
     assert row(html, "OPS-C") == ("", "0", "")
     assert "DynamoDB: " in html and "dynamodb: failed" in html
+    assert row(html, "OPS-D") is None and "Showing the first 1 products" in html
 
 
 @pytest.mark.django_db
