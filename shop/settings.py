@@ -205,3 +205,11 @@ LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
 # /ops/ counts the table for at most this many products (one COUNT Query each).
 OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
+
+# --- Search engines and HTTP caching (issue 7) ----------------------------------------------
+# Product pages: Cache-Control max-age in seconds (public for cookie-less visitors, else private).
+COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
+# URLs per sitemap file (the sitemaps protocol allows at most 50,000).
+SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
+# The sitemaps framework's templates; the site's domain is the request's host (no sites framework).
+INSTALLED_APPS += ["django.contrib.sitemaps"]
