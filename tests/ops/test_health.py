@@ -81,6 +81,14 @@ def test_500_page_shows_no_traceback(client):
     assert "secret internals" not in html and "Traceback" not in html
 
 
+@pytest.mark.django_db
+def test_400_page_for_a_bad_host(client):
+    response = client.get("/", HTTP_HOST="evil.example.com")
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "Bad request" in html and 'class="site-header"' in html and "evil.example.com" not in html
+
+
 @pytest.mark.parametrize("template, title", [("400.html", "Bad request"), ("403.html", "Forbidden"),
                                              ("429.html", "Too many requests"), ("503.html", "Temporarily unavailable")])
 def test_error_templates_render_in_the_sites_look(rf, template, title):
