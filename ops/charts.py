@@ -19,12 +19,14 @@ class LineChart:
     top: int = MARGIN_TOP
 
     @property
-    def y_mid(self) -> float:
-        return self.y_max / 2
+    def ticks(self) -> list[tuple[int, str]]:
+        """(y, label) of the horizontal grid lines: the top, the middle and zero."""
+        middle = (self.top + self.bottom) // 2
+        return [(self.top, f"{self.y_max:g} s"), (middle, f"{self.y_max / 2:g} s"), (self.bottom, "0")]
 
     @property
-    def mid(self) -> float:
-        return (self.top + self.bottom) / 2
+    def label_x(self) -> int:
+        return self.left - 6
 
 
 def _nice_ceiling(value: float) -> float:
