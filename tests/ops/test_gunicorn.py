@@ -1,12 +1,14 @@
 """The site served by gunicorn, a real process on a free port with production-like settings (DEBUG off,
-WhiteNoise with hashed static files), over its own DynamoDB Local (data on disk, so it can be stopped
-and started again) and a file SQLite database migrated by this module."""
+WhiteNoise with hashed static files), as docker-compose.yml runs it: the Redis index backend (a
+redis-server of this module's own) and its own DynamoDB Local (data on disk), both of which the tests
+stop and start again, and a file SQLite database migrated by this module."""
 from __future__ import annotations
 
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from pagination_index.source import group_entries
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError, free_port
 from tests.conftest import service_missing
 from tests.pages import parse
+from tests.services import RedisServer
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +35,7 @@ class Site:
     def __init__(self, tmp: Path):
         self.tmp = tmp
         self.dynamodb = DynamoDBLocal(db_path=tmp / "dynamodb", log_path=tmp / "dynamodb.log")
+        self.redis = RedisServer(tmp)
         self.port = free_port()
         self.table = "comments-gunicorn"
         self.log_path = tmp / "gunicorn.log"
@@ -47,6 +51,8 @@ class Site:
             "DATABASE_URL": f"sqlite:///{self.tmp / 'db.sqlite3'}",
             "DYNAMODB_ENDPOINT_URL": self.dynamodb.endpoint_url,
             "COMMENTS_TABLE": self.table,
+            "PAGINATION_INDEX_BACKEND": "redis",
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis.port}/0",
             "DJANGO_STATIC_ROOT": str(self.tmp / "static"),
             "GUNICORN_BIND": f"127.0.0.1:{self.port}",
             "GUNICORN_WORKERS": "1",
@@ -100,12 +106,15 @@ class Site:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    if not shutil.which("redis-server"):
+        service_missing("redis-server is not installed (Debian: apt-get install redis-server)")
     site = Site(tmp_path_factory.mktemp("gunicorn"))
     try:
         site.dynamodb.start()
     except DynamoDBLocalError as exc:
         service_missing(f"DynamoDB Local: {exc}")
     try:
+        site.redis.start()
         site.manage(
             ["migrate", "--no-input", "-v", "0"],
             ["create_tables"],
@@ -117,6 +126,7 @@ def site(tmp_path_factory):
         yield site
     finally:
         site.stop()
+        site.redis.kill()
         site.dynamodb.stop()
 
 
@@ -198,7 +208,8 @@ def test_readyz_follows_dynamodb(site):
         assert status == 503
         assert headers["retry-after"]
         checks = json.loads(body)["checks"]
-        assert checks["dynamodb"].startswith("failed: ") and checks["index"] == "ok"
+        assert checks["dynamodb"].startswith("failed: ")
+        assert checks["index"] == "ok" and checks["database"] == "ok"
         status, _, html = site.get(f"/products/{SKU}/?page=13")  # pages say so too, with the 503 page
         assert status == 503 and "Temporarily unavailable" in html
         assert site.get("/healthz")[0] == 200  # the process itself is fine
@@ -206,3 +217,26 @@ def test_readyz_follows_dynamodb(site):
         site.dynamodb.start()
     status, _, body = site.get("/readyz")
     assert status == 200, body
+
+
+def test_readyz_follows_redis(site, table_order):
+    status, _, body = site.get("/readyz")
+    assert status == 200, body
+    site.redis.stop()  # SHUTDOWN SAVE: the index comes back with it
+    try:
+        status, headers, body = site.get("/readyz")
+        assert status == 503
+        assert headers["retry-after"]
+        checks = json.loads(body)["checks"]
+        assert checks["index"].startswith("failed: ")
+        assert checks["dynamodb"] == "ok" and checks["database"] == "ok"
+        status, _, html = site.get(f"/products/{SKU}/?page=14")  # an index page: 503
+        assert status == 503 and "Temporarily unavailable" in html
+        assert site.get(f"/products/{SKU}/?page=2")[0] == 200  # fast pages don't need the index
+    finally:
+        site.redis.start()
+    status, _, body = site.get("/readyz")
+    assert status == 200, body
+    status, _, html = site.get(f"/products/{SKU}/?page=14")
+    assert status == 200
+    assert [pk for pk, _ in parse(html)["comments"]] == table_order[260:280]
