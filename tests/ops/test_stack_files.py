@@ -71,7 +71,7 @@ def test_data_lives_on_volumes(compose):
 def test_app_services_use_redis_index_and_postgres(compose):
     for name in ("init", "web", "sync"):
         env = compose["services"][name]["environment"]
-        assert env["PAGINATION_INDEX_BACKEND"] == "redis"
+        assert env["PAGINATION_INDEX_BACKEND"] == "redis" and env["CACHE_BACKEND"] == "redis"
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["DYNAMODB_ENDPOINT_URL"] == "http://dynamodb:8000"
         assert env["DJANGO_SECRET_KEY"] and "DJANGO_DEBUG" not in env
