@@ -1,9 +1,11 @@
 """docker-compose.yml and the Dockerfile, checked without a Docker engine: the Compose file is
 validated by `docker-compose config`, and everything the files run or copy must exist here."""
+import os
 import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,27 @@ def test_dockerfile_slim_non_root_runtime_deps_only():
     assert "pip install -r requirements.txt" in runs and "collectstatic" in runs
     cmd = [arg for op, arg in instructions if op == "CMD"][-1]
     assert "gunicorn.conf.py" in cmd and (ROOT / "gunicorn.conf.py").is_file()
+
+
+def test_the_images_files_are_enough_to_run(tmp_path):
+    """Only what the Dockerfile copies, in a folder of its own: settings load, the checks pass,
+    collectstatic runs, and gunicorn loads its config and the WSGI app."""
+    for op, arg in dockerfile_instructions():
+        if op != "COPY" or arg.startswith("requirements"):
+            continue
+        *sources, target = arg.split()
+        for source in sources:
+            destination = tmp_path / (target if target not in {"./", "."} else source).removeprefix("./")
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, destination, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(ROOT / source, destination)
+    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "shop.settings",
+           "DJANGO_SECRET_KEY": "image-test-only-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "DJANGO_STATIC_ROOT": str(tmp_path / "collected")}
+    for command in (["manage.py", "check"], ["manage.py", "collectstatic", "--no-input", "-v", "0"],
+                    ["-m", "gunicorn", "--check-config", "--config", "gunicorn.conf.py", "shop.wsgi"]):
+        result = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
+    assert list((tmp_path / "collected" / "css").glob("shop.*.css.gz"))  # hashed and compressed
