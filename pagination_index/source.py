@@ -66,6 +66,25 @@ def group_entries(group: str) -> Iterator[Entry]:
         yield item[MEMBER]["S"], item[SORT_KEY]["S"]
 
 
+def group_count(group: str) -> int:
+    """How many items the table holds for one group: a COUNT Query on the GSI, paged (reads them all)."""
+    kwargs = {
+        "TableName": aws.table_name(),
+        "IndexName": aws.product_index_name(),
+        "KeyConditionExpression": "#g = :g",
+        "ExpressionAttributeNames": {"#g": GROUP},
+        "ExpressionAttributeValues": {":g": {"S": group}},
+        "Select": "COUNT",
+    }
+    total = 0
+    while True:
+        response = aws.dynamodb().query(**kwargs)
+        total += response["Count"]
+        if "LastEvaluatedKey" not in response:
+            return total
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
 def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
     found: dict[str, list[Entry]] = {}
     items = _paginate(

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from comments import views as comment_views
 from shop import views
@@ -12,6 +12,7 @@ urlpatterns = [
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
     path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
     path("admin/", admin.site.urls),
+    path("", include("ops.urls")),
 ]
 
 handler400 = "shop.errors.bad_request"
