@@ -41,6 +41,10 @@ class Dataset:
             "DYNAMODB_ENDPOINT_URL": self.database.endpoint_url,
             "PAGINATION_INDEX_BACKEND": "relational",
             "LOG_LEVEL": "WARNING",
+            # As in production: DEBUG off (so a key is needed: this one is for benchmarks only) and
+            # static files from collectstatic's manifest, as WhiteNoise serves them.
+            "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-not-secret"),
+            "DJANGO_STATIC_ROOT": str(DATA / "static"),
         }
         os.environ.update(self.env)
 
@@ -57,6 +61,9 @@ class Dataset:
         import django
 
         django.setup()
+        from django.core.management import call_command
+
+        call_command("collectstatic", interactive=False, verbosity=0)
         if not seeded:
             self.seed()
         return self

@@ -133,7 +133,10 @@ def run_wrk(port: int, paths_file: Path, connections: int, seconds: int) -> dict
 def warm(port: int, paths: list[str]) -> None:
     """One request per worker-ish, so imports and connections are not in the first second measured."""
     for path in random.sample(paths, min(len(paths), 30)):
-        urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read()
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10).read()
+        except OSError as exc:
+            raise SystemExit(f"warming up: {path}: {exc}") from exc
 
 
 def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, seconds, logs: Path, out) -> tuple[list[dict], dict]:
