@@ -5,7 +5,7 @@ beside the baseline that reaches page N by reading pages 1..N-1 through LastEval
     python -m bench.page_depth --smoke    # 3,000 comments: a quick check that it all works
 
 Each page is served through Django's WSGI handler (middleware, view, template, ETag: everything but
-the HTTP server), with the fast window's cache off so every request does its own reads. Timers wrap
+the HTTP server), with the fast window's and the rendered pages' caches off so every request does its own reads and renders. Timers wrap
 the index backend's methods and the boto3 client's calls on their instances, in this process only:
 "index" is time inside the backend, "DynamoDB" time inside the client's calls (of which "wire" is the
 HTTP round trip, the rest botocore), "ours" everything else (also as this thread's CPU time, which other processes on a busy machine do
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
         call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
         out(f"page_depth: {FLAGSHIP} with {size:,} comments, pages {', '.join(f'{p:,}' for p in pages)}")
-        with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, DEBUG=False):
+        with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, COMMENTS_RENDERED_CACHE_SECONDS=0):
             rows += bench_backend("relational/SQLite", pages, out)
             for name, make in (("redis", redis_index), ("relational/PostgreSQL", postgres_index)):
                 with ExitStack() as stack:
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json("page_depth", args.smoke, when, {
         "flagship_comments": size, "page_size": PAGE_SIZE, "pages": pages,
         "machine": machine_info(versions, load_at_start,
-                                f"shared machine; {DYNAMODB_LOCAL}; fast-window cache off; served through "
+                                f"shared machine; {DYNAMODB_LOCAL}; fast-window and rendered-page caches off; served through "
                                 "Django's WSGI handler in one process"),
         "skipped": skipped, "results": rows, "baseline": baseline, "checks": checks, "table": table,
         "plot": png.name})
