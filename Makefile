@@ -14,8 +14,13 @@ run: setup
 test: setup-dev
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: setup-dev
+# dynalite (npm, in memory) serves page_depth's read path without DynamoDB Local's deep-key cost.
+DYNALITE_STAMP := bench/.data/dynalite/node_modules/dynalite/package.json
+bench: setup-dev $(DYNALITE_STAMP)
 	$(PY) -m bench
+
+$(DYNALITE_STAMP):
+	npm install --prefix bench/.data/dynalite --no-audit --no-fund --loglevel=error dynalite@4.0.0
 
 bench-smoke: setup-dev
 	$(PY) -m bench --smoke

@@ -21,11 +21,14 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from functools import wraps
 
 from bench.common import DYNAMODB_LOCAL, format_table, machine_info, pyplot, result_path, shown, stamp, write_json
-from bench.dataset import FLAGSHIP, Dataset, postgres_index, redis_index
+from bench.dataset import DATA, FLAGSHIP, Dataset, postgres_index, redis_index
+from stack.dynamodb_local import free_port, is_up
 
 SIZE, SMOKE_SIZE = 100_000, 3_000
 PAGE_SIZE = 20
@@ -155,6 +158,49 @@ def bench_backend(name: str, pages: list[int], out) -> list[dict]:
     return rows
 
 
+DYNALITE = DATA / "dynalite" / "node_modules" / ".bin" / "dynalite"
+
+
+@contextmanager
+def dynalite(size: int, out):
+    """The read path on dynalite (npm, in memory), whose Query cost does not grow with the depth of the
+    ExclusiveStartKey: the table without a stream (dynalite has none), loaded with BatchWriteItem, the
+    Redis index filled from it with rebuild_index. Yields the DynamoDB settings that point at it."""
+    import random
+
+    from django.conf import settings
+    from django.test import override_settings
+
+    from comments import demo, schema
+    from comments.store import put_comments
+
+    port = free_port()
+    process = subprocess.Popen([str(DYNALITE), "--port", str(port)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not is_up(port):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("dynalite did not start")
+            time.sleep(0.2)
+        with override_settings(DYNAMODB={**settings.DYNAMODB, "ENDPOINT_URL": f"http://127.0.0.1:{port}"}):
+            from pagination_index import aws
+
+            definition = schema.table_definition()
+            definition.pop("StreamSpecification", None)
+            aws.dynamodb().create_table(**definition)
+            started = time.monotonic()
+            product = demo.DemoProduct(FLAGSHIP, "", 0, "", size)
+            comments = list(demo.comments_for(product, random.Random(size)))
+            with ThreadPoolExecutor(4) as pool:
+                list(pool.map(put_comments, (comments[i : i + 500] for i in range(0, len(comments), 500))))
+            out(f"  dynalite: {size:,} comments loaded in {time.monotonic() - started:.0f} s")
+            yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
 def report(rows: list[dict], baseline: list[dict], pages: list[int]) -> tuple[str, dict]:
     header = ["backend", "part"] + [f"p{page:,}" for page in pages]
     lines, checks = [], {}
@@ -209,7 +255,10 @@ def plot(rows: list[dict], baseline: list[dict], pages: list[int], path) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SIZE:,} comments instead of {SIZE:,}")
+    parser.add_argument("--no-dynalite", dest="dynalite", action="store_false",
+                        help="skip the read path on dynalite (npm; `make bench` installs it)")
     args = parser.parse_args(argv)
+    args.dynalite = args.dynalite and not args.smoke and DYNALITE.exists()
     size = SMOKE_SIZE if args.smoke else SIZE
     out = lambda text: print(text, flush=True)  # noqa: E731
     load_at_start = __import__("os").getloadavg()
@@ -239,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
             for number in pages:
                 baseline.append(baseline_page(number))
                 out(f"  baseline page {number:>6,}: {baseline[-1]['total_ms']:9.1f} ms ({number:,} queries)")
+            # DynamoDB Local's deep ExclusiveStartKey cost dominates the last page: the same read path on
+            # an emulator without it shows ours.
+            if args.dynalite:
+                with dynalite(size, out), redis_index():
+                    rows += bench_backend("redis on dynalite", pages, out)
     table, checks = report(rows, baseline, pages)
     out("\n" + table)
     for backend, check in checks.items():
