@@ -5,6 +5,9 @@ DynamoDB Local runs on a copy of its data file in /dev/shm: on disk, its SQLite 
 write, and seeding crawls at a few dozen items/s on a busy machine. The file is copied back after
 seeding and copied in again at every run (a second for 100,000 comments).
 
+Redis is a redis-server of the run's own on a free port: the machine's shared Redis sees other
+people's FLUSHDBs, which emptied a Redis index in the middle of a load test.
+
     dataset = Dataset(100_000)      # before django.setup(): points the settings at the data folder
     with dataset:                   # starts DynamoDB Local; seeds and indexes it the first time
         ...
@@ -21,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stack.dynamodb_local import DynamoDBLocal, free_port
+from tests.services import RedisServer
 
 DATA = Path(__file__).resolve().parent / ".data"
 FLAGSHIP = "KETTLE-2000"
@@ -35,10 +39,12 @@ class Dataset:
         self.saved = self.folder / "dynamodb"
         self.work = Path(tempfile.mkdtemp(prefix="bench-dynamodb-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
         self.database = DynamoDBLocal(self.port, db_path=self.work, log_path=self.folder / "dynamodb.log")
+        self.redis = RedisServer(self.work)
         self.env = {
             "DJANGO_SETTINGS_MODULE": "shop.settings",
             "SHOP_VAR_DIR": str(self.folder),
             "DYNAMODB_ENDPOINT_URL": self.database.endpoint_url,
+            "REDIS_URL": f"redis://127.0.0.1:{self.redis.port}/0",
             "PAGINATION_INDEX_BACKEND": "relational",
             "LOG_LEVEL": "WARNING",
             # As in production: DEBUG off (so a key is needed: this one is for benchmarks only) and
@@ -58,6 +64,7 @@ class Dataset:
         if seeded:
             shutil.copytree(self.saved, self.work, dirs_exist_ok=True)
         self.database.start()
+        self.redis.start()
         import django
 
         django.setup()
@@ -70,6 +77,7 @@ class Dataset:
 
     def __exit__(self, *exc) -> None:
         self.database.stop()
+        self.redis.kill()
         shutil.rmtree(self.work, ignore_errors=True)
 
     def seed(self) -> None:

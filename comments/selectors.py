@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -77,21 +78,40 @@ def _fast_cache_key(sku: str) -> str:
     return f"comments:fast:{digest}"
 
 
+# This process's fast windows, key -> (expiry on the monotonic clock, window): read without
+# unpickling 200 comments from Django's cache (about 1 ms a request, even from LocMemCache).
+_local_windows: dict[str, tuple[float, FastWindow]] = {}
+LOCAL_WINDOWS_MAX = 1024
+
+
 def fast_window(sku: str) -> FastWindow:
-    """The newest FAST_PAGES * PAGE_SIZE comments: one Query shared by pages 1..FAST_PAGES."""
+    """The newest FAST_PAGES * PAGE_SIZE comments: one Query shared by pages 1..FAST_PAGES, for
+    COMMENTS_FAST_CACHE_SECONDS in this process and in Django's cache (shared with other processes
+    when that is Redis)."""
     key = _fast_cache_key(sku)
     seconds = settings.COMMENTS_FAST_CACHE_SECONDS
-    window = cache.get(key) if seconds else None
+    if not seconds:
+        comments, complete = store.newest(sku, settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE)
+        return FastWindow(comments, complete)
+    now = time.monotonic()
+    expires, window = _local_windows.get(key, (0.0, None))
+    if window is not None and now < expires:
+        return window
+    window = cache.get(key)
     if window is None:
         comments, complete = store.newest(sku, settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE)
         window = FastWindow(comments, complete)
-        if seconds:
-            cache.set(key, window, seconds)
+        cache.set(key, window, seconds)
+    if len(_local_windows) >= LOCAL_WINDOWS_MAX:
+        _local_windows.clear()
+    _local_windows[key] = (now + seconds, window)
     return window
 
 
 def forget_fast_window(sku: str) -> None:
-    cache.delete(_fast_cache_key(sku))
+    key = _fast_cache_key(sku)
+    _local_windows.pop(key, None)
+    cache.delete(key)
 
 
 def product_for_page(*, sku: str) -> Product | None:
