@@ -54,14 +54,15 @@ def top_functions(collapsed: Path) -> tuple[list[tuple[str, int, int]], int]:
     """(what, self samples, total samples) from py-spy's raw collapsed stacks: our own functions (the
     project's modules, not bench/) and each library in LIBRARIES as one line, most total first."""
     self_samples, total_samples, samples = Counter(), Counter(), 0
-    ours = (str(ROOT / "comments"), str(ROOT / "shop"), str(ROOT / "pagination_index"))
+    ours = ("(comments/", "(shop/", "(pagination_index/", f"({ROOT}/comments/", f"({ROOT}/shop/",
+            f"({ROOT}/pagination_index/")
     for line in collapsed.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         frames, count = stack.split(";"), int(count)
         samples += count
         names = set()
         for position, frame in enumerate(frames):
-            name = next((f"[{lib}]" for lib in LIBRARIES if f"/{lib}/" in frame), None)
+            name = next((f"[{lib}]" for lib in LIBRARIES if f"{lib}/" in frame), None)
             if name is None and any(root in frame for root in ours):
                 name = frame
             if name is None:
