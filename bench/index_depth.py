@@ -43,7 +43,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 
-from bench.common import machine_info  # noqa: E402
+from bench.common import machine_info, pyplot  # noqa: E402
 from pagination_index.backends.redis import RedisIndex, score_sort_key, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 
@@ -263,6 +263,23 @@ def _us(value: float | None) -> str:
     return f"{value / 1000:.1f} ms" if value >= 10_000 else f"{value:.0f} us"
 
 
+def plot(rows: list[dict], path: Path) -> None:
+    """Median at() latency by rank, one line per store, subject and group size (log-log)."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(9, 5))
+    for key in dict.fromkeys((row["store"], row["subject"], row["size"]) for row in rows):
+        points = [(max(row["rank"], 1), row["median_us"]) for row in rows if (row["store"], row["subject"], row["size"]) == key]
+        axis.plot(*zip(*points), marker="o", linestyle="--" if "OFFSET" in key[1] or key[1] == "ZREVRANGE" else "-",
+                  label=f"{key[0]} {key[1]}, {key[2]:,} entries")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("rank (0 shown at 1)")
+    axis.set_ylabel("median at() latency, us")
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"small groups {SMOKE_SIZES} instead of {SIZES}")
@@ -292,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = RESULTS / f"index_depth-{'smoke-' if args.smoke else ''}{stamp}.json"
+    plot(rows, path.with_suffix(".png"))
     path.write_text(json.dumps({"benchmark": "index_depth", "when": stamp, "sizes": sizes,
                                 "machine": machine_info(versions, load_at_start, "shared machine; index stores only, no DynamoDB"),
                                 "skipped": skipped,
