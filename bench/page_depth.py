@@ -214,7 +214,8 @@ def report(rows: list[dict], baseline: list[dict], pages: list[int]) -> tuple[st
                 ratio = by_page[pages[-1]][f"{part}_ms"] / by_page[11][f"{part}_ms"]
                 checks[backend][part] = {"last_over_page_11": round(ratio, 3), "within_1_3x": ratio <= 1.3}
     by_page = {row["page"]: row for row in baseline}
-    lines.append(["baseline (LastEvaluatedKey walk)", "total"] + [f"{by_page[p]['total_ms']:.2f}" for p in pages])
+    if baseline:
+        lines.append(["baseline (LastEvaluatedKey walk)", "total"] + [f"{by_page[p]['total_ms']:.2f}" for p in pages])
     return format_table(header, lines, left=2) + "\n(milliseconds, median per request)", checks
 
 
@@ -240,8 +241,9 @@ def plot(rows: list[dict], baseline: list[dict], pages: list[int], path) -> None
     for backend in backends:
         by_page = {row["page"]: row for row in rows if row["backend"] == backend}
         axes[1].plot(pages, [by_page[p]["total_ms"] for p in pages], marker="o", label=backend)
-    axes[1].plot(pages, [row["total_ms"] for row in baseline], marker="s", color="black",
-                 label="baseline: LastEvaluatedKey walk")
+    if baseline:
+        axes[1].plot(pages, [row["total_ms"] for row in baseline], marker="s", color="black",
+                     label="baseline: LastEvaluatedKey walk")
     axes[1].set_xscale("log")
     axes[1].set_yscale("log")
     axes[1].set_xlabel("page")
@@ -257,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SIZE:,} comments instead of {SIZE:,}")
     parser.add_argument("--no-dynalite", dest="dynalite", action="store_false",
                         help="skip the read path on dynalite (npm; `make bench` installs it)")
+    parser.add_argument("--dynalite-only", action="store_true",
+                        help="only the read path on dynalite (no DynamoDB Local backends, no baseline)")
     args = parser.parse_args(argv)
-    args.dynalite = args.dynalite and not args.smoke and DYNALITE.exists()
+    args.dynalite = args.dynalite_only or args.dynalite and not args.smoke and DYNALITE.exists()
     size = SMOKE_SIZE if args.smoke else SIZE
     out = lambda text: print(text, flush=True)  # noqa: E731
     load_at_start = __import__("os").getloadavg()
@@ -272,22 +276,23 @@ def main(argv: list[str] | None = None) -> int:
         call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
         out(f"page_depth: {FLAGSHIP} with {size:,} comments, pages {', '.join(f'{p:,}' for p in pages)}")
         with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, COMMENTS_RENDERED_CACHE_SECONDS=0):
-            rows += bench_backend("relational/SQLite", pages, out)
-            for name, make in (("redis", redis_index), ("relational/PostgreSQL", postgres_index)):
-                with ExitStack() as stack:
-                    try:
-                        version = stack.enter_context(make())
-                    except Exception as exc:  # a shared server that is down: say so, measure the rest
-                        skipped[name] = str(exc)
-                        out(f"  skipped {name}: {exc}")
-                        continue
-                    if isinstance(version, str):
-                        versions["PostgreSQL"] = version
-                    rows += bench_backend(name, pages, out)
             baseline = []
-            for number in pages:
-                baseline.append(baseline_page(number))
-                out(f"  baseline page {number:>6,}: {baseline[-1]['total_ms']:9.1f} ms ({number:,} queries)")
+            if not args.dynalite_only:
+                rows += bench_backend("relational/SQLite", pages, out)
+                for name, make in (("redis", redis_index), ("relational/PostgreSQL", postgres_index)):
+                    with ExitStack() as stack:
+                        try:
+                            version = stack.enter_context(make())
+                        except Exception as exc:  # a shared server that is down: say so, measure the rest
+                            skipped[name] = str(exc)
+                            out(f"  skipped {name}: {exc}")
+                            continue
+                        if isinstance(version, str):
+                            versions["PostgreSQL"] = version
+                        rows += bench_backend(name, pages, out)
+                for number in pages:
+                    baseline.append(baseline_page(number))
+                    out(f"  baseline page {number:>6,}: {baseline[-1]['total_ms']:9.1f} ms ({number:,} queries)")
             # DynamoDB Local's deep ExclusiveStartKey cost dominates the last page: the same read path on
             # an emulator without it shows ours.
             if args.dynalite:
