@@ -1,22 +1,29 @@
-"""Reads for product pages: page N of a product's comments, newest first (DESIGN.md, "Serving page N")."""
+"""Reads for product pages and the comments API: page N, or any offset, of a product's comments,
+newest first, optionally only some ratings (DESIGN.md, "Serving page N"; comments/union.py)."""
 from __future__ import annotations
 
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 from django.conf import settings
 from django.core.cache import cache
 from django.core.paginator import EmptyPage, Page, PageNotAnInteger, Paginator
 
-from comments import store
+from comments import store, union
 from comments.store import Comment
+from comments.union import RATINGS, TOP, Position, Slice, groups_for
 from pagination_index import IndexUnavailable, aws, index
+from pagination_index.source import rating_group
 
 # A page number is a plain positive integer: no sign, no leading zero, no exponent, at most 10 digits.
 PAGE_NUMBER = re.compile(r"[1-9][0-9]{0,9}")
-# How far back to look per index read when counting a run of equal sort keys.
-TIE_SCAN_CHUNK = 64
+RATING_VALUES = {str(rating): rating for rating in RATINGS}
+
+
+class InvalidFilter(ValueError):
+    """A `rating` filter that is not a sorted list of distinct ratings 1..5 (a 404: no such page)."""
 
 
 class CommentPaginator(Paginator):
@@ -28,18 +35,56 @@ class CommentPaginator(Paginator):
 
 
 class CommentPage(Page):
-    """Django's Page, plus how it was served: "fast" (straight from DynamoDB) or "index"."""
+    """Django's Page, plus how it was served ("fast": straight from DynamoDB, "index", or "cursor"),
+    and where the next page resumes (for a cursor)."""
 
-    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False):
+    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
+                 resume: Position | None = None):
         super().__init__(object_list, number, paginator)
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
+        self.resume = resume
+
+    def has_more(self) -> bool:
+        """Whether comments follow this page (a cursor page need not start on a page boundary)."""
+        return self.resume is not None and self.resume.offset < self.paginator.count
+
+
+@dataclass(frozen=True)
+class CommentSlice:
+    """`comments` at `offset` of a filter's `total`, for the API."""
+    comments: list[Comment]
+    offset: int
+    total: int
+    resume: Position
+    served_by: str
+    total_is_estimate: bool = False
 
 
 @dataclass(frozen=True)
 class FastWindow:
     comments: list[Comment]
-    complete: bool  # True when the product has no comments beyond these
+    complete: bool  # True when the group has no comments beyond these
+
+
+@dataclass(frozen=True)
+class RatingStats:
+    """How many comments a product has per rating, from the index's group counts."""
+    counts: dict[int, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def average(self) -> float | None:
+        return sum(rating * n for rating, n in self.counts.items()) / self.total if self.total else None
+
+    @property
+    def bars(self) -> list[tuple[int, int, float]]:
+        """(rating, count, percent of all), five stars first."""
+        total = self.total or 1
+        return [(rating, self.counts[rating], 100 * self.counts[rating] / total) for rating in reversed(RATINGS)]
 
 
 def parse_page_number(values: list[str]) -> int:
@@ -51,83 +96,138 @@ def parse_page_number(values: list[str]) -> int:
     return int(values[0])
 
 
-def _fast_cache_key(sku: str) -> str:
-    digest = hashlib.sha1(f"{aws.table_name()}\0{sku}".encode()).hexdigest()
+def parse_ratings(values: list[str]) -> tuple[int, ...]:
+    """The `rating` query values -> the filter; only the normalised form (sorted, distinct, each one
+    of 1..5) is accepted, so every filtered page has exactly one URL."""
+    try:
+        ratings = tuple(RATING_VALUES[value] for value in values)
+    except KeyError:
+        raise InvalidFilter("Ratings are whole numbers from 1 to 5.") from None
+    if list(ratings) != sorted(set(ratings)):
+        raise InvalidFilter("Ratings must be listed once each, in ascending order.")
+    return ratings
+
+
+# --- the fast windows: the newest FAST_PAGES * PAGE_SIZE comments of each group ----------------
+def fast_window_size() -> int:
+    return settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE
+
+
+def _fast_cache_key(group: str) -> str:
+    digest = hashlib.sha1(f"{aws.table_name()}\0{group}".encode()).hexdigest()
     return f"comments:fast:{digest}"
 
 
-def fast_window(sku: str) -> FastWindow:
-    """The newest FAST_PAGES * PAGE_SIZE comments: one Query shared by pages 1..FAST_PAGES."""
-    key = _fast_cache_key(sku)
+def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
+    """Each group's newest comments: one Query per group (in parallel), shared for a few seconds by
+    pages 1..FAST_PAGES of every filter that includes the group."""
     seconds = settings.COMMENTS_FAST_CACHE_SECONDS
-    window = cache.get(key) if seconds else None
-    if window is None:
-        comments, complete = store.newest(sku, settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE)
-        window = FastWindow(comments, complete)
-        if seconds:
-            cache.set(key, window, seconds)
-    return window
+    keys = {group: _fast_cache_key(group) for group in groups}
+    cached = cache.get_many(list(keys.values())) if seconds else {}
+    missing = [group for group in groups if keys[group] not in cached]
+    fetched = union.parallel(lambda group: FastWindow(*store.newest(group, fast_window_size())), missing)
+    if seconds and fetched:
+        cache.set_many({keys[group]: window for group, window in zip(missing, fetched)}, seconds)
+    found = {**{group: cached[keys[group]] for group in groups if keys[group] in cached}, **dict(zip(missing, fetched))}
+    return [found[group] for group in groups]
+
+
+def fast_window(sku: str) -> FastWindow:
+    """The newest FAST_PAGES * PAGE_SIZE comments of a product (or of any group)."""
+    return fast_windows([sku])[0]
 
 
 def forget_fast_window(sku: str) -> None:
-    cache.delete(_fast_cache_key(sku))
+    """Drop a product's cached windows, its rating groups' included (after a write)."""
+    cache.delete_many([_fast_cache_key(group) for group in [sku, *groups_for(sku, RATINGS)]])
 
 
-def _tie_skip(sku: str, rank: int, sort_key: str) -> int:
-    """How many entries at ranks <= rank share `sort_key` (the run of ties the page starts inside)."""
-    skip = 0
-    while rank >= 0:
-        low = max(rank - TIE_SCAN_CHUNK + 1, 0)
-        for _, entry_sort_key in reversed(index.range(sku, low, rank + 1)):
-            if entry_sort_key != sort_key:
-                return skip
-            skip += 1
-        rank = low - 1
-    return skip
+# --- slices at any offset -------------------------------------------------------------------
+def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
+    """The union's size, and whether it is only a lower bound (the index is down)."""
+    if complete:
+        return seen, False
+    try:
+        return max(sum(index.count_many(groups).values()), seen), False
+    except IndexUnavailable:
+        return seen, True  # the fast windows don't need the index: serve them with what we can see
 
 
-def _fast_page(sku: str, number: int, per_page: int) -> CommentPage:
-    window = fast_window(sku)
-    estimate = False
-    if window.complete:
-        count = len(window.comments)
-    else:
-        try:
-            count = max(index.count(sku), len(window.comments))
-        except IndexUnavailable:
-            # Pages 1..FAST_PAGES don't need the index: serve them, with the total we can see.
-            count, estimate = len(window.comments), True
-    paginator = CommentPaginator(count, per_page)
-    paginator.validate_number(number)
-    start = (number - 1) * per_page
-    return CommentPage(window.comments[start : start + per_page], number, paginator,
-                       served_by="fast", count_is_estimate=estimate)
+def _slice(groups: list[str], offset: int, count: int, validate) -> tuple[Slice, int, bool, str]:
+    """(the slice, total, total is an estimate, how served). `validate(total)` raises before any
+    read past the end."""
+    if offset + count <= fast_window_size():
+        windows = fast_windows(groups)
+        top = union.merge(groups, [window.comments for window in windows], Position(0, dict.fromkeys(groups, TOP)),
+                          offset + count)
+        total, estimate = _total(groups, len(top.comments), all(window.complete for window in windows))
+        validate(total)
+        return Slice(top.comments[offset:], top.resume), total, estimate, "fast"
+    counts = index.count_many(groups)
+    total = sum(counts.values())
+    validate(total)
+    return union.read(groups, union.position_at(groups, offset, counts), count), total, False, "index"
 
 
-def _index_page(sku: str, number: int, per_page: int) -> CommentPage:
-    paginator = CommentPaginator(index.count(sku), per_page)
-    paginator.validate_number(number)
-    rank = (number - 1) * per_page - 1  # the last comment of page N-1
-    first = max(rank - 1, 0)
-    neighbours = index.range(sku, first, rank + 2)
-    if rank - first >= len(neighbours):
-        raise EmptyPage("That page no longer exists.")  # the group shrank since count()
-    boundary = neighbours[rank - first]
-    tied = sum(1 for _, sort_key in neighbours if sort_key == boundary[1]) > 1
-    skip = _tie_skip(sku, rank, boundary[1]) if tied else 0
-    comments, _ = store.newest(sku, per_page, after=boundary, skip=skip)
-    return CommentPage(comments, number, paginator, served_by="index")
-
-
-def product_comment_page(*, sku: str, number: int) -> CommentPage:
-    """Page `number` of a product's comments. Raises EmptyPage (-> 404) past the last page and
-    IndexUnavailable (-> 503) when an index page is asked for and the index cannot answer."""
+def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = ()) -> CommentPage:
+    """Page `number` of a product's comments, only those with the given ratings if any. Raises
+    EmptyPage (-> 404) past the last page and IndexUnavailable (-> 503) when the page needs the
+    index and it cannot answer; pages 1..FAST_PAGES don't need it."""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
-    if number <= settings.COMMENTS_FAST_PAGES:
-        return _fast_page(sku, number, per_page)
-    return _index_page(sku, number, per_page)
+    paginators: list[CommentPaginator] = []
+
+    def validate(total: int) -> None:
+        paginators.append(CommentPaginator(total, per_page))
+        paginators[0].validate_number(number)
+
+    found, _, estimate, served_by = _slice(groups_for(sku, ratings), (number - 1) * per_page, per_page, validate)
+    return CommentPage(found.comments, number, paginators[0], served_by=served_by, count_is_estimate=estimate,
+                       resume=found.resume)
+
+
+def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequence[int] = ()) -> CommentSlice:
+    """`limit` comments from `offset` (the API). EmptyPage past the end; offset 0 always exists."""
+    def validate(total: int) -> None:
+        if offset and offset >= total:
+            raise EmptyPage(f"Offset {offset} is past the last comment ({total}).")
+
+    found, total, estimate, served_by = _slice(groups_for(sku, ratings), offset, limit, validate)
+    return CommentSlice(found.comments, offset, total, found.resume, served_by, estimate)
+
+
+def product_comment_slice_after(*, sku: str, position: Position, limit: int,
+                                ratings: Sequence[int] = ()) -> CommentSlice:
+    """`limit` comments from a cursor's position: Queries only, no index read for the comments
+    themselves (the total still comes from the index, or is the position when it is down)."""
+    groups = groups_for(sku, ratings)
+    found = union.read(groups, position, limit)
+    try:
+        total, estimate = sum(index.count_many(groups).values()), False
+    except IndexUnavailable:
+        total, estimate = found.resume.offset, True
+    return CommentSlice(found.comments, position.offset, max(total, found.resume.offset), found.resume,
+                        "cursor", estimate)
+
+
+def product_comment_cursor_page(*, sku: str, position: Position, ratings: Sequence[int] = ()) -> CommentPage:
+    """The page a "Load more" cursor points at; numbered by where it starts."""
+    per_page = settings.COMMENTS_PAGE_SIZE
+    found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
+    paginator = CommentPaginator(found.total, per_page)
+    return CommentPage(found.comments, position.offset // per_page + 1, paginator, served_by="cursor",
+                       count_is_estimate=found.total_is_estimate, resume=found.resume)
+
+
+def product_rating_stats(*, sku: str) -> RatingStats | None:
+    """Comments per rating from the five rating groups' counts (one index call, no scan); None when
+    the index cannot answer."""
+    try:
+        counts = index.count_many([rating_group(sku, rating) for rating in RATINGS])
+    except IndexUnavailable:
+        return None
+    return RatingStats({rating: counts[rating_group(sku, rating)] for rating in RATINGS})
 
 
 def product_comment_counts(skus: list[str]) -> dict[str, int | None]:

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from pagination_index import aws
+from pagination_index.source import group_attribute, group_index_name, rating_group
 
 SK_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 BATCH_WRITE_MAX = 25
@@ -25,6 +26,11 @@ class Comment:
     @property
     def created(self) -> datetime:
         return parse_sk(self.sk)
+
+    @property
+    def rating_group(self) -> str:
+        """The byRating partition (and index group) this comment is in: PK2R."""
+        return rating_group(self.sku, self.rating)
 
     @property
     def order_key(self) -> tuple[str, str]:
@@ -60,6 +66,7 @@ def item_from_comment(comment: Comment) -> dict:
         "PK": {"S": comment.pk},
         "SK": {"S": comment.sk},
         "PK2": {"S": comment.sku},
+        "PK2R": {"S": comment.rating_group},
         "author": {"S": comment.author},
         "body": {"S": comment.body},
         "rating": {"N": str(comment.rating)},
@@ -94,32 +101,34 @@ def put_comments(comments: Iterable[Comment]) -> int:
     return written
 
 
-def newest(sku: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
-    """`count` comments of a product in index order, and whether the product has none beyond them.
+def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
+    """`count` comments of a group in index order, and whether the group has none beyond them.
 
+    A group is a GSI partition: a product's SKU (byProduct) or "<SKU>/<rating>" (byRating).
     Without `after`: from the newest. With `after`, an index entry (PK, SK), and skip=0: just after
-    that comment, using its
-    keys as ExclusiveStartKey. With skip>0: from `after`'s SK inclusive, dropping the first `skip`
-    comments in index order (the tie case: DynamoDB orders equal SKs its own way, so an
-    ExclusiveStartKey inside a run of equal SKs would not say where our order resumes).
+    that comment, using its keys as ExclusiveStartKey. With skip>0: from `after`'s SK inclusive,
+    dropping the first `skip` comments in index order (the tie case: DynamoDB orders equal SKs its
+    own way, so an ExclusiveStartKey inside a run of equal SKs would not say where our order resumes;
+    this form needs only the SK, which is what cursors carry).
 
     Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
     whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
     """
     need = skip + count
+    attribute = group_attribute(group)
     kwargs = {
         "TableName": aws.table_name(),
-        "IndexName": aws.product_index_name(),
+        "IndexName": group_index_name(group),
         "ScanIndexForward": False,
-        "ExpressionAttributeValues": {":sku": {"S": sku}},
-        "KeyConditionExpression": "PK2 = :sku",
+        "ExpressionAttributeValues": {":g": {"S": group}},
+        "KeyConditionExpression": f"{attribute} = :g",
         "Limit": need + 1,
     }
     if after is not None and skip:
-        kwargs["KeyConditionExpression"] = "PK2 = :sku AND SK <= :sk"
+        kwargs["KeyConditionExpression"] = f"{attribute} = :g AND SK <= :sk"
         kwargs["ExpressionAttributeValues"][":sk"] = {"S": after[1]}
     elif after is not None:
-        kwargs["ExclusiveStartKey"] = {"PK2": {"S": sku}, "SK": {"S": after[1]}, "PK": {"S": after[0]}}
+        kwargs["ExclusiveStartKey"] = {attribute: {"S": group}, "SK": {"S": after[1]}, "PK": {"S": after[0]}}
     client = aws.dynamodb()
     items: list[dict] = []
     exhausted = False

@@ -114,6 +114,13 @@ COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
 # Pages 1..FAST_PAGES share one cached Query result for this many seconds (0 disables).
 COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
 
+# --- Rating filters, cursors and the comments API (issue 9) ------------------------------------
+# The byRating GSI (PK2R = "<SKU>/<rating>", SK) serves filtered pages; one index group per partition.
+DYNAMODB["RATING_GSI"] = "byRating"
+# API page size: default and upper bound of ?limit=.
+COMMENTS_API_DEFAULT_LIMIT = 20
+COMMENTS_API_MAX_LIMIT = 100
+
 # --- Pagination index -----------------------------------------------------------------------
 PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",

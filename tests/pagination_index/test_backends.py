@@ -1,6 +1,7 @@
 """The index contract, proven on every backend over its real store."""
 import pytest
 
+from pagination_index.backends.base import BaseIndex
 from pagination_index.backends.relational import RelationalIndex
 from tests.pagination_index.contract import IndexContract
 
@@ -18,3 +19,17 @@ class TestRelationalIndex(IndexContract):
         index.add_many("g", [(f"m{i}", f"2021-01-01T00:00:00.{i:06d}Z") for i in range(100)])
         with django_assert_max_num_queries(1):
             assert index.count("g") == 100
+
+
+class TestBaseIndexDefaults(TestRelationalIndex):
+    """The base class's slow-but-correct defaults (count_newer by binary search over at()), proven
+    through a backend that keeps only the essentials."""
+
+    @pytest.fixture
+    def index(self, db):
+        return EssentialsOnly({})
+
+
+class EssentialsOnly(RelationalIndex):
+    count_newer = BaseIndex.count_newer
+    count_newer_many = BaseIndex.count_newer_many
