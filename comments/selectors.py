@@ -160,7 +160,8 @@ def _slice(groups: list[str], offset: int, count: int, validate) -> tuple[Slice,
         windows = fast_windows(groups)
         top = union.merge(groups, [window.comments for window in windows], Position(0, dict.fromkeys(groups, TOP)),
                           offset + count)
-        total, estimate = _total(groups, len(top.comments), all(window.complete for window in windows))
+        seen = sum(len(window.comments) for window in windows)
+        total, estimate = _total(groups, seen, all(window.complete for window in windows))
         validate(total)
         return Slice(top.comments[offset:], top.resume), total, estimate, "fast"
     counts = index.count_many(groups)

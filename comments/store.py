@@ -145,3 +145,42 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
         kwargs["Limit"] = max(need + 1 - len(items), 10)
     comments = sorted(map(comment_from_item, items), key=lambda c: c.order_key, reverse=True)
     return comments[skip:need], exhausted and len(comments) <= need
+
+
+def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on_scanned=None) -> tuple[int, int]:
+    """One Scan segment: set PK2R on every comment that lacks it; returns (found, updated).
+
+    The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
+    overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
+    """
+    client = aws.dynamodb()
+    kwargs = {
+        "TableName": aws.table_name(),
+        "Segment": segment,
+        "TotalSegments": segments,
+        "FilterExpression": "attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
+        "ProjectionExpression": "PK, SK, PK2, rating",
+    }
+    found = updated = 0
+    while True:
+        response = client.scan(**kwargs)
+        if on_scanned:
+            on_scanned(response.get("ScannedCount", 0))
+        for item in response.get("Items", []):
+            found += 1
+            if dry_run:
+                continue
+            try:
+                client.update_item(
+                    TableName=aws.table_name(),
+                    Key={"PK": item["PK"], "SK": item["SK"]},
+                    UpdateExpression="SET PK2R = :g",
+                    ConditionExpression="attribute_not_exists(PK2R) AND attribute_exists(PK)",
+                    ExpressionAttributeValues={":g": {"S": rating_group(item["PK2"]["S"], int(item["rating"]["N"]))}},
+                )
+                updated += 1
+            except client.exceptions.ConditionalCheckFailedException:
+                pass
+        if "LastEvaluatedKey" not in response:
+            return found, updated
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

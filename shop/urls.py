@@ -1,11 +1,14 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import path, re_path
 
+from comments import api as comment_api
 from comments import views as comment_views
 from shop import views
 
 urlpatterns = [
     path("", views.catalogue, name="catalogue"),
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
+    path("api/products/<str:sku>/comments", comment_api.product_comments, name="api-product-comments"),
+    re_path(r"^api/", comment_api.not_found),
     path("admin/", admin.site.urls),
 ]

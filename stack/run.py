@@ -41,6 +41,7 @@ def main() -> int:
         manage("migrate", "--no-input", "-v", "0", env=env)
         manage("create_tables", env=env)
         manage("seed_demo", "--if-empty", env=env)
+        manage("backfill_rating_keys", "-v", "0", env=env)  # comments written before the byRating GSI
         manage("sync_index", "--once", "-v", "0", env=env)
         manage("rebuild_index", "--if-empty", env=env)
         print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index and DynamoDB Local)")
