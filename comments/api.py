@@ -14,7 +14,7 @@ from django.http import JsonResponse
 from django.urls import reverse
 
 from comments import cursors
-from comments.links import filter_params
+from comments.pager import filter_params
 from comments.selectors import (
     CommentSlice, InvalidFilter, parse_ratings, product_comment_slice, product_comment_slice_after,
 )

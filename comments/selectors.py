@@ -34,16 +34,58 @@ class CommentPaginator(Paginator):
         self.__dict__["count"] = count
 
 
+@dataclass(frozen=True, slots=True)
+class RatingSummary:
+    """Ratings of every comment of a product: from the index's rating groups, or from the comments
+    themselves when all of them are in hand."""
+    count: int
+    total: int
+
+    @property
+    def average(self) -> float:
+        return round(self.total / self.count, 2)
+
+    @classmethod
+    def of(cls, comments: list[Comment]) -> RatingSummary | None:
+        ratings = [c.rating for c in comments if 1 <= c.rating <= 5]
+        return cls(len(ratings), sum(ratings)) if ratings else None
+
+
+@dataclass(frozen=True)
+class RatingStats:
+    """How many comments a product has per rating, from the index's group counts."""
+    counts: dict[int, int]
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def summary(self) -> RatingSummary | None:
+        total = sum(rating * n for rating, n in self.counts.items())
+        return RatingSummary(self.count, total) if self.count else None
+
+    @property
+    def bars(self) -> list[tuple[int, int, float]]:
+        """(rating, count, percent of all), five stars first."""
+        count = self.count or 1
+        return [(rating, self.counts[rating], 100 * self.counts[rating] / count) for rating in reversed(RATINGS)]
+
+
 class CommentPage(Page):
     """Django's Page, plus how it was served ("fast": straight from DynamoDB, "index", or "cursor"),
     and where the next page resumes (for a cursor)."""
 
     def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
-                 resume: Position | None = None):
+                 resume: Position | None = None, newest_sk: str | None = None, ratings: RatingSummary | None = None,
+                 rating_stats: RatingStats | None = None):
         super().__init__(object_list, number, paginator)
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
         self.resume = resume
+        self.newest_sk = newest_sk  # the newest comment shown by any page of this filter: inserts shift pages
+        self.ratings = ratings  # the product's ratings, when known (index counts, or every comment in hand)
+        self.rating_stats = rating_stats  # the product's comments per rating, from the index
 
     def has_more(self) -> bool:
         """Whether comments follow this page (a cursor page need not start on a page boundary)."""
@@ -65,26 +107,6 @@ class CommentSlice:
 class FastWindow:
     comments: list[Comment]
     complete: bool  # True when the group has no comments beyond these
-
-
-@dataclass(frozen=True)
-class RatingStats:
-    """How many comments a product has per rating, from the index's group counts."""
-    counts: dict[int, int]
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    @property
-    def average(self) -> float | None:
-        return sum(rating * n for rating, n in self.counts.items()) / self.total if self.total else None
-
-    @property
-    def bars(self) -> list[tuple[int, int, float]]:
-        """(rating, count, percent of all), five stars first."""
-        total = self.total or 1
-        return [(rating, self.counts[rating], 100 * self.counts[rating] / total) for rating in reversed(RATINGS)]
 
 
 def parse_page_number(values: list[str]) -> int:
@@ -153,21 +175,48 @@ def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
         return seen, True  # the fast windows don't need the index: serve them with what we can see
 
 
-def _slice(groups: list[str], offset: int, count: int, validate) -> tuple[Slice, int, bool, str]:
-    """(the slice, total, total is an estimate, how served). `validate(total)` raises before any
-    read past the end."""
+@dataclass(frozen=True)
+class _Found:
+    slice: Slice
+    total: int
+    estimate: bool  # the total is only a lower bound (the index is down)
+    served_by: str
+    newest_sk: str | None  # the filter's newest comment
+    everything: list[Comment] | None = None  # every comment of the filter, when the fast windows hold them all
+
+
+def _newest_sk(groups: list[str]) -> str | None:
+    """The newest SK of the union, from the index (rank 0 of each group)."""
+    entries = [index.at(group, 0) for group in groups]
+    return max((entry[1] for entry in entries if entry), default=None)
+
+
+def _find(groups: list[str], offset: int, count: int, validate) -> _Found:
+    """`count` comments of the union from `offset`; `validate(total)` raises before any read past the end."""
     if offset + count <= fast_window_size():
         windows = fast_windows(groups)
         top = union.merge(groups, [window.comments for window in windows], Position(0, dict.fromkeys(groups, TOP)),
                           offset + count)
         seen = sum(len(window.comments) for window in windows)
-        total, estimate = _total(groups, seen, all(window.complete for window in windows))
+        complete = all(window.complete for window in windows)
+        total, estimate = _total(groups, seen, complete)
         validate(total)
-        return Slice(top.comments[offset:], top.resume), total, estimate, "fast"
+        everything = [c for window in windows for c in window.comments] if complete else None
+        return _Found(Slice(top.comments[offset:], top.resume), total, estimate, "fast",
+                      top.comments[0].sk if top.comments else None, everything)
     counts = index.count_many(groups)
     total = sum(counts.values())
     validate(total)
-    return union.read(groups, union.position_at(groups, offset, counts), count), total, False, "index"
+    found = union.read(groups, union.position_at(groups, offset, counts), count)
+    return _Found(found, total, False, "index", _newest_sk(groups))
+
+
+def _page(sku: str, ratings: Sequence[int], found: _Found, number: int, paginator: CommentPaginator) -> CommentPage:
+    stats = product_rating_stats(sku=sku)
+    summary = RatingSummary.of(found.everything) if found.everything is not None and not ratings else None
+    return CommentPage(found.slice.comments, number, paginator, served_by=found.served_by,
+                       count_is_estimate=found.estimate, resume=found.slice.resume, newest_sk=found.newest_sk,
+                       ratings=summary or (stats.summary if stats else None), rating_stats=stats)
 
 
 def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = ()) -> CommentPage:
@@ -183,9 +232,8 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = ()) 
         paginators.append(CommentPaginator(total, per_page))
         paginators[0].validate_number(number)
 
-    found, _, estimate, served_by = _slice(groups_for(sku, ratings), (number - 1) * per_page, per_page, validate)
-    return CommentPage(found.comments, number, paginators[0], served_by=served_by, count_is_estimate=estimate,
-                       resume=found.resume)
+    found = _find(groups_for(sku, ratings), (number - 1) * per_page, per_page, validate)
+    return _page(sku, ratings, found, number, paginators[0])
 
 
 def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequence[int] = ()) -> CommentSlice:
@@ -194,8 +242,8 @@ def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequenc
         if offset and offset >= total:
             raise EmptyPage(f"Offset {offset} is past the last comment ({total}).")
 
-    found, total, estimate, served_by = _slice(groups_for(sku, ratings), offset, limit, validate)
-    return CommentSlice(found.comments, offset, total, found.resume, served_by, estimate)
+    found = _find(groups_for(sku, ratings), offset, limit, validate)
+    return CommentSlice(found.slice.comments, offset, found.total, found.slice.resume, found.served_by, found.estimate)
 
 
 def product_comment_slice_after(*, sku: str, position: Position, limit: int,
@@ -216,9 +264,13 @@ def product_comment_cursor_page(*, sku: str, position: Position, ratings: Sequen
     """The page a "Load more" cursor points at; numbered by where it starts."""
     per_page = settings.COMMENTS_PAGE_SIZE
     found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
-    paginator = CommentPaginator(found.total, per_page)
-    return CommentPage(found.comments, position.offset // per_page + 1, paginator, served_by="cursor",
-                       count_is_estimate=found.total_is_estimate, resume=found.resume)
+    try:
+        newest_sk = _newest_sk(groups_for(sku, ratings))
+    except IndexUnavailable:
+        newest_sk = None
+    return _page(sku, ratings, _Found(Slice(found.comments, found.resume), found.total, found.total_is_estimate,
+                                      "cursor", newest_sk),
+                 position.offset // per_page + 1, CommentPaginator(found.total, per_page))
 
 
 def product_rating_stats(*, sku: str) -> RatingStats | None:
@@ -237,3 +289,14 @@ def product_comment_counts(skus: list[str]) -> dict[str, int | None]:
         return index.count_many(skus)
     except IndexUnavailable:
         return {sku: None for sku in skus}
+
+
+def product_newest_sk(sku: str) -> str | None:
+    """The SK of a product's newest comment, from the index (its rank 0): one cheap read."""
+    entry = index.at(sku, 0)
+    return entry[1] if entry else None
+
+
+def product_page_count(count: int) -> int:
+    """Pages of a product with `count` comments: page 1 exists even with none."""
+    return max(1, -(-count // settings.COMMENTS_PAGE_SIZE))

@@ -4,12 +4,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.core.paginator import InvalidPage
 from django.http import Http404, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, render
+from django.utils.cache import get_conditional_response
+from django.views.decorators.http import require_safe
 
-from comments import cursors
-from comments.links import cursor_query, page_query
+from comments import caching, cursors, seo
+from comments.pager import cursor_href, page_href, pager_links
 from comments.selectors import (
     RATINGS, InvalidFilter, parse_page_number, parse_ratings, product_comment_cursor_page, product_comment_page,
-    product_rating_stats,
 )
 from pagination_index import IndexUnavailable
 from shop.models import Product
@@ -29,9 +30,10 @@ def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)
 
 
+@require_safe
 def product_detail(request, sku):
-    """A product and one page of its comments: `?page=N`, `?rating=3&rating=5` (filtered pages are
-    noindex), or `?cursor=...` ("Load more")."""
+    """A product and one page of its comments: `?page=N`, optionally `?rating=3&rating=5` (filtered
+    pages are noindex), or `?cursor=...` ("Load more")."""
     product = get_object_or_404(Product, sku=sku)
     values = request.GET.getlist("page")
     try:
@@ -40,14 +42,14 @@ def product_detail(request, sku):
         raise Http404(str(exc)) from exc
     path = product.get_absolute_url()
     if values == ["1"]:
-        return HttpResponsePermanentRedirect(path + page_query(ratings, 1))
+        return HttpResponsePermanentRedirect(page_href(path, 1, ratings))
     cursor = request.GET.getlist("cursor")
     try:
         if cursor:
             if values or len(cursor) != 1:
                 return bad_request(request, "A cursor link takes no page number.")
-            position = cursors.decode(cursor[0], sku, ratings)
-            page = product_comment_cursor_page(sku=sku, position=position, ratings=ratings)
+            page = product_comment_cursor_page(sku=sku, position=cursors.decode(cursor[0], sku, ratings),
+                                               ratings=ratings)
         else:
             page = product_comment_page(sku=sku, number=parse_page_number(values), ratings=ratings)
     except cursors.InvalidCursor as exc:
@@ -60,24 +62,46 @@ def product_detail(request, sku):
     except (BotoCoreError, ClientError):
         logger.warning("DynamoDB failed for %s page %s", sku, values, exc_info=True)
         return service_unavailable(request, "the comment store")
-    canonical = request.build_absolute_uri(path + page_query(ratings, page.number))
-    page_links = [
-        (number, None if number == page.paginator.ELLIPSIS else page_query(ratings, number, path=request.path))
-        for number in page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1)
-    ]
-    return render(request, "comments/product_detail.html", {
+
+    personal = caching.has_pending_messages(request)
+    etag = caching.page_etag(request, product, page)
+    last_modified = caching.product_last_modified(product, page.newest_sk)
+    if not personal:
+        response = get_conditional_response(request, etag=etag, last_modified=caching.http_timestamp(last_modified))
+        if response is not None:  # 304 (or 412), without rendering
+            return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified)
+
+    number, num_pages = page.number, page.paginator.num_pages
+    product_url = request.build_absolute_uri(path)
+    canonical = request.build_absolute_uri(page_href(path, number, ratings))
+    previous_url = page_href(path, number - 1, ratings) if page.has_previous() else None
+    # A cursor page continues with its cursor ("Load more"), not with numbered neighbours.
+    next_url = page_href(path, number + 1, ratings) if page.has_next() and not cursor else None
+    # "Load more" only where robots.txt already keeps crawlers out (filters, cursors): unfiltered
+    # pages link numbered pages only, so a crawler never meets a disallowed link.
+    more_url = (cursor_href(path, cursors.encode(sku, ratings, page.resume), ratings)
+                if (ratings or cursor) and page.has_more() else None)
+    response = render(request, "comments/product_detail.html", {
         "product": product,
         "page_obj": page,
         "comments": page.object_list,
-        "page_links": page_links,
-        "previous_url": page_query(ratings, page.number - 1, path=request.path) if page.has_previous() else None,
-        "next_url": page_query(ratings, page.number + 1) if page.has_next() and not cursor else None,
-        "more_url": cursor_query(ratings, cursors.encode(sku, ratings, page.resume)) if page.has_more() else None,
+        "pager": pager_links(path, number, num_pages, ratings),
+        "previous_url": previous_url,
+        "next_url": next_url,
+        "previous_absolute_url": request.build_absolute_uri(previous_url) if previous_url else None,
+        "next_absolute_url": request.build_absolute_uri(next_url) if next_url else None,
+        "more_url": more_url,
         "canonical_url": canonical,
-        # Filters and cursors only re-slice the product's comments: crawl through them, index the
-        # unfiltered numbered pages only (robots.txt disallows them too).
+        # Filters and cursors only re-slice the product's numbered pages: crawlers may follow their
+        # links but not index them (robots.txt keeps them out too). Their canonical stays their own
+        # URL: pointing it at another page while saying noindex would send search engines two
+        # contradicting signals.
         "noindex": bool(ratings or cursor),
         "ratings": ratings,
         "rating_choices": [(rating, rating in ratings) for rating in RATINGS],
-        "rating_stats": product_rating_stats(sku=sku),
+        "rating_stats": page.rating_stats,
+        "meta_description": seo.meta_description(product, page.paginator.count, number, num_pages),
+        "json_ld": seo.product_json_ld(product=product, url=product_url, page_url=canonical,
+                                       comments=page.object_list, ratings=page.ratings),
     })
+    return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified, personal=personal)

@@ -8,6 +8,9 @@ from shop import views
 urlpatterns = [
     path("", views.catalogue, name="catalogue"),
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
+    path("robots.txt", views.robots_txt, name="robots-txt"),
+    path("sitemap.xml", views.sitemap_index, name="sitemap"),
+    path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
     path("api/products/<str:sku>/comments", comment_api.product_comments, name="api-product-comments"),
     re_path(r"^api/", comment_api.not_found),
     path("admin/", admin.site.urls),
