@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from django.conf import settings
 from django.core.cache import cache
@@ -191,17 +191,37 @@ def _newest_sk(groups: list[str]) -> str | None:
     return max((entry[1] for entry in entries if entry), default=None)
 
 
-def _find(groups: list[str], offset: int, count: int, validate) -> _Found:
-    """`count` comments of the union from `offset`; `validate(total)` raises before any read past the end."""
+def _with_pinned(sku: str, groups: list[str], windows: list[FastWindow],
+                 pinned: Iterable[tuple[str, str]]) -> list[list[Comment]]:
+    """Each group's window plus the pinned comments (PK, SK) it lacks, read by key.
+
+    A GSI is eventually consistent, and another process may hold an older cached window: a
+    comment just posted can be missing from the window, so its poster's pages read it by key.
+    """
+    present = {comment.pk for window in windows for comment in window.comments}
+    missing = [store.get_comment(pk, sk) for pk, sk in pinned if pk not in present]
+    missing = [comment for comment in missing if comment is not None and comment.sku == sku]
+    lists = []
+    for group, window in zip(groups, windows):
+        mine = [comment for comment in missing if group in (comment.sku, comment.rating_group)]
+        lists.append(sorted([*window.comments, *mine], key=lambda c: c.order_key, reverse=True)
+                     if mine else window.comments)
+    return lists
+
+
+def _find(sku: str, groups: list[str], offset: int, count: int, validate,
+          pinned: Iterable[tuple[str, str]] = ()) -> _Found:
+    """`count` comments of the union from `offset`; `validate(total)` raises before any read past
+    the end. `pinned` comments show in the fast windows even before the GSI has them."""
     if offset + count <= fast_window_size():
         windows = fast_windows(groups)
-        top = union.merge(groups, [window.comments for window in windows], Position(0, dict.fromkeys(groups, TOP)),
-                          offset + count)
-        seen = sum(len(window.comments) for window in windows)
+        lists = _with_pinned(sku, groups, windows, pinned)
+        top = union.merge(groups, lists, Position(0, dict.fromkeys(groups, TOP)), offset + count)
+        seen = sum(len(comments) for comments in lists)
         complete = all(window.complete for window in windows)
         total, estimate = _total(groups, seen, complete)
         validate(total)
-        everything = [c for window in windows for c in window.comments] if complete else None
+        everything = [c for comments in lists for c in comments] if complete else None
         return _Found(Slice(top.comments[offset:], top.resume), total, estimate, "fast",
                       top.comments[0].sk if top.comments else None, everything)
     counts = index.count_many(groups)
@@ -219,10 +239,14 @@ def _page(sku: str, ratings: Sequence[int], found: _Found, number: int, paginato
                        ratings=summary or (stats.summary if stats else None), rating_stats=stats)
 
 
-def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = ()) -> CommentPage:
+def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
+                         pinned: Iterable[tuple[str, str]] = ()) -> CommentPage:
     """Page `number` of a product's comments, only those with the given ratings if any. Raises
     EmptyPage (-> 404) past the last page and IndexUnavailable (-> 503) when the page needs the
-    index and it cannot answer; pages 1..FAST_PAGES don't need it."""
+    index and it cannot answer; pages 1..FAST_PAGES don't need it.
+
+    `pinned`: keys (PK, SK) of comments this reader just posted, shown on pages 1..FAST_PAGES even
+    if the GSI or a cached window does not have them yet."""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
@@ -232,7 +256,7 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = ()) 
         paginators.append(CommentPaginator(total, per_page))
         paginators[0].validate_number(number)
 
-    found = _find(groups_for(sku, ratings), (number - 1) * per_page, per_page, validate)
+    found = _find(sku, groups_for(sku, ratings), (number - 1) * per_page, per_page, validate, pinned)
     return _page(sku, ratings, found, number, paginators[0])
 
 
@@ -242,7 +266,7 @@ def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequenc
         if offset and offset >= total:
             raise EmptyPage(f"Offset {offset} is past the last comment ({total}).")
 
-    found = _find(groups_for(sku, ratings), offset, limit, validate)
+    found = _find(sku, groups_for(sku, ratings), offset, limit, validate)
     return CommentSlice(found.slice.comments, offset, found.total, found.slice.resume, found.served_by, found.estimate)
 
 

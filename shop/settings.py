@@ -114,6 +114,27 @@ COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
 # Pages 1..FAST_PAGES share one cached Query result for this many seconds (0 disables).
 COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
 
+# --- Posting comments -----------------------------------------------------------------------
+# At most this many comment posts per client per minute (0 turns the limit off), counted in the
+# default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
+COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
+# Behind a proxy: the header it writes the client's address into (e.g. X-Forwarded-For); the
+# rightmost address in it is used. Empty: REMOTE_ADDR.
+COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")
+# Request bodies over this many bytes are refused with a 413 page. A full comment of 5,000 emoji
+# is about 61 KB form-encoded.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", str(128 * 1024)))
+CSRF_FAILURE_VIEW = "shop.errors.csrf_failure"
+# CACHE_BACKEND=redis puts Django's cache (fast windows, post counts) in Redis at REDIS_URL.
+if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
+        },
+    }
+
 # --- Rating filters, cursors and the comments API (issue 9) ------------------------------------
 # The byRating GSI (PK2R = "<SKU>/<rating>", SK) serves filtered pages; one index group per partition.
 DYNAMODB["RATING_GSI"] = "byRating"

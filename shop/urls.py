@@ -11,7 +11,10 @@ urlpatterns = [
     path("robots.txt", views.robots_txt, name="robots-txt"),
     path("sitemap.xml", views.sitemap_index, name="sitemap"),
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
+    path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
     path("api/products/<str:sku>/comments", comment_api.product_comments, name="api-product-comments"),
     re_path(r"^api/", comment_api.not_found),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "shop.errors.bad_request"

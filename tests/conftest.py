@@ -86,3 +86,23 @@ def django_db_modify_db_settings(tmp_path_factory):
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
         database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+
+
+@pytest.fixture
+def redis_cache(settings):
+    """Django's default cache on the real Redis (django-redis), under a key prefix of this run's own;
+    its keys are deleted afterwards (never FLUSHDB: the server is shared)."""
+    import redis
+    from django.core.cache import cache
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        service_missing(f"Redis at {settings.REDIS_URL}: {exc}")
+    settings.CACHES = {"default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": settings.REDIS_URL,
+        "KEY_PREFIX": f"test-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+    }}
+    yield cache
+    cache.delete_pattern("*")
