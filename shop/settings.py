@@ -153,6 +153,30 @@ PAGINATION_INDEX = {
 }
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 
+# --- Redis index backend ----------------------------------------------------------------------
+# PAGINATION_INDEX_BACKEND=redis: one sorted set per product in REDIS_URL, reached through this
+# django-redis cache alias. Short timeouts: a dead Redis must turn into a quick 503, not a hung page.
+# One immediate retry: a pooled connection that went stale in a Redis restart reconnects at once.
+from redis.backoff import NoBackoff  # noqa: E402  (kept with the block it configures)
+from redis.retry import Retry  # noqa: E402
+
+PAGINATION_INDEX_BACKENDS["redis"] = "pagination_index.backends.redis.RedisIndex"
+CACHES["index"] = {
+    "BACKEND": "django_redis.cache.RedisCache",
+    "LOCATION": REDIS_URL,
+    "OPTIONS": {
+        "SOCKET_CONNECT_TIMEOUT": 0.5,
+        "SOCKET_TIMEOUT": 1,
+        "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+    },
+}
+PAGINATION_INDEX["BACKEND"] = PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend)
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
+    PAGINATION_INDEX["OPTIONS"] = {
+        "CACHE": "index",
+        "KEY_PREFIX": os.environ.get("PAGINATION_INDEX_KEY_PREFIX", "pidx:"),
+    }
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
