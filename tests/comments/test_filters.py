@@ -265,3 +265,30 @@ def test_api_offsets_within_the_fast_window_do_not_need_the_index(filter_product
     found = product_comment_slice(sku=SKU, offset=150, limit=50, ratings=(5,))
     assert found.served_by == "fast"
     assert [c.pk for c in found.comments] == matching(filter_comments, (5,))[150:200]
+
+
+@pytest.fixture
+def backend_product(filter_comments, index_backend):
+    product = factories.product(SKU, "Filtered kettle")
+    call_command("rebuild_index", product=[SKU], verbosity=0)
+    return product
+
+
+@pytest.mark.django_db(databases="__all__")
+@pytest.mark.parametrize("index_backend", ["relational-postgres", "redis"], indirect=True)
+@pytest.mark.parametrize("ratings", [(1, 4), (2, 3, 5)], ids=["14", "235"])
+def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, filter_comments, ratings, settings):
+    """The 31-combination walk runs on SQLite; here two combinations on PostgreSQL and Redis, whose
+    count_newer() is their own code."""
+    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    expected = matching(filter_comments, ratings)
+    pages = -(-len(expected) // WALK_PER_PAGE)
+    seen = []
+    for number in range(1, pages + 1):
+        page = product_comment_page(sku=SKU, number=number, ratings=ratings)
+        assert [c.pk for c in page.object_list] == expected[(number - 1) * WALK_PER_PAGE : number * WALK_PER_PAGE]
+        seen += [c.pk for c in page.object_list]
+    assert seen == expected
+    for offset in (0, 333, len(expected) // 2 + 7, len(expected) - 5):
+        body = client.get(f"/api/products/{SKU}/comments" + query(ratings, offset=offset, limit=40)).json()
+        assert [c["id"] for c in body["comments"]] == expected[offset : offset + 40], offset
