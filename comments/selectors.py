@@ -317,8 +317,7 @@ def product_comment_counts(skus: list[str]) -> dict[str, int | None]:
 
 def product_newest_sk(sku: str) -> str | None:
     """The SK of a product's newest comment, from the index (its rank 0): one cheap read."""
-    entry = index.at(sku, 0)
-    return entry[1] if entry else None
+    return _newest_sk([sku])
 
 
 def product_page_count(count: int) -> int:
