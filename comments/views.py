@@ -69,6 +69,7 @@ def product_detail(request, sku):
     except (BotoCoreError, ClientError):
         logger.warning("DynamoDB failed for %s page %s", sku, values, exc_info=True)
         return service_unavailable(request, "the comment store")
+    request.page_number, request.page_served_by = page.number, page.served_by  # for the request log line
 
     # The form (and its CSRF token, which makes a page private) only on page 1: deeper pages link
     # to it, so shared caches and crawlers can keep them.

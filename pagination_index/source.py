@@ -107,6 +107,25 @@ def product_entries(sku: str) -> dict[str, list[Entry]]:
     return found
 
 
+def group_count(group: str) -> int:
+    """How many items the table holds for one group: a COUNT Query on its GSI, paged (reads them all)."""
+    kwargs = {
+        "TableName": aws.table_name(),
+        "IndexName": group_index_name(group),
+        "KeyConditionExpression": "#g = :g",
+        "ExpressionAttributeNames": {"#g": group_attribute(group)},
+        "ExpressionAttributeValues": {":g": {"S": group}},
+        "Select": "COUNT",
+    }
+    total = 0
+    while True:
+        response = aws.dynamodb().query(**kwargs)
+        total += response["Count"]
+        if "LastEvaluatedKey" not in response:
+            return total
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
 def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
     found: dict[str, list[Entry]] = {}
     items = _paginate(

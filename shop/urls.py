@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 
 from comments import api as comment_api
 from comments import views as comment_views
@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/products/<str:sku>/comments", comment_api.product_comments, name="api-product-comments"),
     re_path(r"^api/", comment_api.not_found),
     path("admin/", admin.site.urls),
+    path("", include("ops.urls")),
 ]
 
 handler400 = "shop.errors.bad_request"
