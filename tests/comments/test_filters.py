@@ -65,11 +65,8 @@ def test_there_are_31_combinations_and_the_data_has_ties_inside_each_rating(filt
         assert len(sks) - len(set(sks)) >= 20, rating
 
 
-@pytest.mark.parametrize("ratings", COMBINATIONS, ids=lambda combo: "".join(map(str, combo)))
-def test_numbered_pages_and_cursor_walk_visit_each_matching_comment_once_in_order(filter_product, filter_comments,
-                                                                                  ratings, settings):
-    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
-    expected = matching(filter_comments, ratings)
+def numbered_pages(expected, ratings):
+    """Every numbered page of a filter, fetched directly, each checked against its slice."""
     pages = -(-len(expected) // WALK_PER_PAGE)
     numbered = []
     for number in range(1, pages + 1):
@@ -78,6 +75,16 @@ def test_numbered_pages_and_cursor_walk_visit_each_matching_comment_once_in_orde
         assert page.served_by == ("fast" if number <= WALK_FAST_PAGES else "index")
         assert [c.pk for c in page.object_list] == expected[(number - 1) * WALK_PER_PAGE : number * WALK_PER_PAGE], number
         numbered.append(page)
+    assert [c.pk for page in numbered for c in page.object_list] == expected
+    return numbered
+
+
+@pytest.mark.parametrize("ratings", COMBINATIONS, ids=lambda combo: "".join(map(str, combo)))
+def test_numbered_pages_and_cursor_walk_visit_each_matching_comment_once_in_order(filter_product, filter_comments,
+                                                                                  ratings, settings):
+    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    expected = matching(filter_comments, ratings)
+    numbered = numbered_pages(expected, ratings)
     assert numbered[-1].has_more() is False
     # The cursor walk: page 1, then "Load more" (through the encoded cursor) to the end.
     seen = [c.pk for c in numbered[0].object_list]
@@ -282,13 +289,7 @@ def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, f
     count_newer() is their own code."""
     settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
     expected = matching(filter_comments, ratings)
-    pages = -(-len(expected) // WALK_PER_PAGE)
-    seen = []
-    for number in range(1, pages + 1):
-        page = product_comment_page(sku=SKU, number=number, ratings=ratings)
-        assert [c.pk for c in page.object_list] == expected[(number - 1) * WALK_PER_PAGE : number * WALK_PER_PAGE]
-        seen += [c.pk for c in page.object_list]
-    assert seen == expected
+    numbered_pages(expected, ratings)
     for offset in (0, 333, len(expected) // 2 + 7, len(expected) - 5):
         body = client.get(f"/api/products/{SKU}/comments" + query(ratings, offset=offset, limit=40)).json()
         assert [c["id"] for c in body["comments"]] == expected[offset : offset + 40], offset
