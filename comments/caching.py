@@ -49,10 +49,11 @@ def page_digest(request, product: Product, page: CommentPage) -> str:
     base and the key of the page's rendered HTML."""
     shown = [
         template_fingerprint(),
-        request.build_absolute_uri("/"),
+        request.build_absolute_uri(),  # the URL: its filters and cursor shape links, noindex, canonical
         [product.sku, product.name, product.description, str(product.price), product.updated_at.isoformat()],
         [page.number, page.paginator.count, page.count_is_estimate],
         [page.ratings.count, page.ratings.total] if page.ratings else None,
+        sorted(page.rating_stats.counts.items()) if page.rating_stats else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
     ]
     return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()

@@ -59,6 +59,10 @@ def product_index_name() -> str:
     return settings.DYNAMODB["GSI"]
 
 
+def rating_index_name() -> str:
+    return settings.DYNAMODB["RATING_GSI"]
+
+
 def reset_clients() -> None:
     dynamodb.cache_clear()
     dynamodb_probe.cache_clear()

@@ -146,6 +146,13 @@ if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
         },
     }
 
+# --- Rating filters, cursors and the comments API (issue 9) ------------------------------------
+# The byRating GSI (PK2R = "<SKU>/<rating>", SK) serves filtered pages; one index group per partition.
+DYNAMODB["RATING_GSI"] = "byRating"
+# API page size: default and upper bound of ?limit=.
+COMMENTS_API_DEFAULT_LIMIT = 20
+COMMENTS_API_MAX_LIMIT = 100
+
 # --- Pagination index -----------------------------------------------------------------------
 PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",

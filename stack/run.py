@@ -27,7 +27,7 @@ def prepare(env: dict) -> None:
 
     django.setup()
     call_command("migrate", interactive=False, verbosity=0)
-    call_command("create_tables")
+    call_command("create_tables", backfill=True)  # an older var/ gets the byRating GSI and PK2R
     call_command("seed_demo", if_empty=True)
     call_command("sync_index", once=True, verbosity=0)
     call_command("rebuild_index", if_empty=True)
