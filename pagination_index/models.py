@@ -26,9 +26,38 @@ class IndexGroup(models.Model):
 
     name = models.CharField(max_length=255, unique=True)
     count = models.BigIntegerField(default=0)
+    # How many levels of IndexBlock the group has; 0 until its blocks are first built.
+    levels = models.PositiveSmallIntegerField(default=0)
+    # Bumped by every write to the group, so a multi-query read can tell it saw one state.
+    version = models.BigIntegerField(default=0)
 
     def __str__(self):
         return f"{self.name} ({self.count})"
+
+
+class IndexBlock(models.Model):
+    """A counted run of a group's sort order: one node of the rank tree (backends/blocks.py).
+
+    A block covers the keys (sort_key, member) from its floor up to the next floor of its level;
+    `count` is how many entries fall in that range, at every level.
+    """
+
+    group = models.ForeignKey(IndexGroup, on_delete=models.CASCADE, related_name="blocks", db_index=False)
+    level = models.PositiveSmallIntegerField()
+    floor_sort_key = models.CharField(max_length=64)
+    floor_member = models.CharField(max_length=255)
+    count = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            # Also the index every block lookup and level scan uses.
+            models.UniqueConstraint(
+                fields=["group", "level", "floor_sort_key", "floor_member"], name="pagination_index_block_floor"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.group_id}/{self.level}: {self.floor_sort_key} {self.floor_member} ({self.count})"
 
 
 class ShardCheckpoint(models.Model):

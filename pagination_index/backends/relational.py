@@ -1,17 +1,23 @@
-"""The relational backend: IndexEntry rows with a covering index, IndexGroup counts.
+"""The relational backends: IndexEntry rows with a covering index, IndexGroup counts.
 
-Works on SQLite and PostgreSQL. at() is ORDER BY ... OFFSET, which walks `rank` index entries:
-cheap for the ranks a shop usually has, linear in depth beyond that.
+Works on SQLite and PostgreSQL. RelationalIndex (the default) also keeps counted blocks of each
+group's sort order (backends/blocks.py), so at() and range() cost the same at any depth.
+PlainRelationalIndex is the seed design, kept as the benchmark's baseline: its at() is ORDER BY ...
+OFFSET, which walks `rank` index entries, linear in depth.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
-from django.db import DatabaseError, router, transaction
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models import F
 
 from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
+from pagination_index.backends.blocks import BlockTree, Key
 from pagination_index.models import IndexEntry, IndexGroup
+
+Change = tuple[Key, int]  # ((sort_key, member), +1 added or -1 removed)
 
 # Stays under every SQLite build's bound-parameter limit.
 CHUNK = 500
@@ -22,7 +28,7 @@ def _chunks(items, size=CHUNK):
         yield items[start : start + size]
 
 
-class RelationalIndex(BaseIndex):
+class PlainRelationalIndex(BaseIndex):
     def __init__(self, options=None):
         super().__init__(options)
         self.using = self.options.get("DATABASE") or router.db_for_write(IndexEntry)
@@ -43,18 +49,22 @@ class RelationalIndex(BaseIndex):
         try:
             with transaction.atomic(using=self.using):
                 for group in sorted(set(adds) | set(removes)):  # a fixed lock order: no deadlocks
-                    self._lock_group(group)
-                    delta = -self._delete(group, removes.get(group, []))
-                    delta += self._upsert(group, adds.get(group, []))
-                    if delta:
-                        IndexGroup.objects.using(self.using).filter(name=group).update(count=F("count") + delta)
+                    self._apply_group(group, adds.get(group, []), removes.get(group, []))
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
-    def _lock_group(self, group: str) -> None:
+    def _apply_group(self, group: str, entries: list[Entry], members: list[str]) -> None:
+        self._lock_group(group)
+        delta = -self._delete(group, members)
+        delta += sum(change for _, change in self._upsert(group, entries))
+        if delta:
+            IndexGroup.objects.using(self.using).filter(name=group).update(count=F("count") + delta)
+
+    def _lock_group(self, group: str) -> tuple[int, int]:
+        """Create the group's row if needed and lock it; return its (id, levels)."""
         groups = IndexGroup.objects.using(self.using)
         groups.bulk_create([IndexGroup(name=group, count=0)], ignore_conflicts=True)
-        list(groups.select_for_update().filter(name=group).values_list("pk"))
+        return groups.select_for_update().filter(name=group).values_list("pk", "levels").get()
 
     def _delete(self, group: str, members: list[str]) -> int:
         deleted = 0
@@ -62,11 +72,11 @@ class RelationalIndex(BaseIndex):
             deleted += IndexEntry.objects.using(self.using).filter(group=group, member__in=chunk).delete()[0]
         return deleted
 
-    def _upsert(self, group: str, entries: list[Entry]) -> int:
-        """Insert new members, move changed ones; return how many members are new."""
+    def _upsert(self, group: str, entries: list[Entry]) -> list[Change]:
+        """Insert new members, move changed ones; return the changes of keys this made."""
         wanted = dict(entries)  # a member given twice keeps its last sort key
         rows = IndexEntry.objects.using(self.using)
-        new = 0
+        changes: list[Change] = []
         for chunk in _chunks(list(wanted.items())):
             members = [member for member, _ in chunk]
             existing = dict(rows.filter(group=group, member__in=members).values_list("member", "sort_key"))
@@ -75,22 +85,27 @@ class RelationalIndex(BaseIndex):
                 rows.filter(group=group, member__in=moved).delete()
             fresh = [(member, sort_key) for member, sort_key in chunk if existing.get(member) != sort_key]
             rows.bulk_create(IndexEntry(group=group, member=m, sort_key=s) for m, s in fresh)
-            new += sum(1 for member, _ in chunk if member not in existing)
-        return new
+            changes += [((existing[member], member), -1) for member in moved]
+            changes += [((sort_key, member), 1) for member, sort_key in fresh]
+        return changes
 
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
         wanted = dict(entries)
         try:
             with transaction.atomic(using=self.using):
-                self._lock_group(group)
+                group_id, _ = self._lock_group(group)
                 IndexEntry.objects.using(self.using).filter(group=group).delete()
                 for chunk in _chunks(list(wanted.items()), 2000):
                     IndexEntry.objects.using(self.using).bulk_create(
                         IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
                     )
-                IndexGroup.objects.using(self.using).filter(name=group).update(count=len(wanted))
+                self._replaced(group, group_id, len(wanted))
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
+
+    def _replaced(self, group: str, group_id: int, count: int) -> None:
+        """Bring the group's row in step with entries just swapped in (the lock is held)."""
+        IndexGroup.objects.using(self.using).filter(pk=group_id).update(count=count)
 
     def clear(self) -> None:
         with transaction.atomic(using=self.using):
@@ -136,3 +151,130 @@ class RelationalIndex(BaseIndex):
 
     def groups(self) -> list[str]:
         return list(IndexGroup.objects.using(self.using).filter(count__gt=0).order_by("name").values_list("name", flat=True))
+
+
+class GroupState(NamedTuple):
+    id: int
+    count: int
+    levels: int
+    version: int
+
+
+class RelationalIndex(PlainRelationalIndex):
+    """Counted blocks of each group's sort order (backends/blocks.py) make at(), range() and
+    count() cost the same at any depth, on SQLite and PostgreSQL.
+
+    OPTIONS: BLOCK_SIZE, the target number of entries of a level 0 block (kept within half to
+    twice that), and FANOUT, the target number of blocks under a block of the next level.
+    """
+
+    default_block_size = 1024
+    default_fanout = 64
+    # Reads retried while writes to the group commit underneath them, before taking its lock.
+    optimistic_reads = 3
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.block_size = int(self.options.get("BLOCK_SIZE", self.default_block_size))
+        self.fanout = int(self.options.get("FANOUT", self.default_fanout))
+        if self.block_size < 2 or self.fanout < 2:
+            raise ImproperlyConfigured("RelationalIndex OPTIONS BLOCK_SIZE and FANOUT must be at least 2")
+
+    def _tree(self, group: str, group_id: int, levels: int) -> BlockTree:
+        return BlockTree(connections[self.using], group=group, group_id=group_id, levels=levels,
+                         block_size=self.block_size, fanout=self.fanout)
+
+    # --- writes -------------------------------------------------------------------------------
+    def _apply_group(self, group: str, entries: list[Entry], members: list[str]) -> None:
+        group_id, levels = self._lock_group(group)
+        changes = self._delete_keys(group, members) + self._upsert(group, entries)
+        if not changes:
+            return
+        tree = self._tree(group, group_id, levels)
+        if levels:
+            tree.apply(changes)
+        else:  # first write, or a group filled before the blocks existed
+            tree.build()
+        IndexGroup.objects.using(self.using).filter(pk=group_id).update(
+            count=F("count") + sum(change for _, change in changes), levels=tree.levels, version=F("version") + 1
+        )
+
+    def _delete_keys(self, group: str, members: list[str]) -> list[Change]:
+        rows = IndexEntry.objects.using(self.using)
+        changes: list[Change] = []
+        for chunk in _chunks(list(dict.fromkeys(members))):
+            found = list(rows.filter(group=group, member__in=chunk).values_list("sort_key", "member"))
+            if found:
+                rows.filter(group=group, member__in=[member for _, member in found]).delete()
+                changes += [(key, -1) for key in found]
+        return changes
+
+    def _replaced(self, group: str, group_id: int, count: int) -> None:
+        levels = self._tree(group, group_id, 0).build()
+        IndexGroup.objects.using(self.using).filter(pk=group_id).update(
+            count=count, levels=levels, version=F("version") + 1
+        )
+
+    def rebuild_blocks(self, group: str) -> None:
+        """Rebuild a group's blocks from its entries and recount it (repairs what check_blocks finds)."""
+        try:
+            with transaction.atomic(using=self.using):
+                group_id, _ = self._lock_group(group)
+                count = IndexEntry.objects.using(self.using).filter(group=group).count()
+                self._replaced(group, group_id, count)
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc
+
+    # --- reads --------------------------------------------------------------------------------
+    def _state(self, group: str, *, lock: bool = False) -> GroupState | None:
+        rows = IndexGroup.objects.using(self.using).filter(name=group)
+        if lock:
+            rows = rows.select_for_update()
+        found = rows.values_list("pk", "count", "levels", "version").first()
+        return GroupState(*found) if found else None
+
+    def _consistent(self, group: str, read):
+        """read(state) over one state of the group. Each statement may see a newer commit than
+        the one before it, so the read is retried while the group's version moves, and done
+        under the group's row lock if writes keep coming."""
+        try:
+            for _ in range(self.optimistic_reads):
+                state = self._state(group)
+                result = read(state)
+                if state is None or self._state(group) == state:
+                    return result
+            with transaction.atomic(using=self.using):
+                return read(self._state(group, lock=True))
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc
+
+    def range(self, group: str, start: int, stop: int) -> list[Entry]:
+        start = max(start, 0)
+        if stop <= start:
+            return []
+
+        def read(state: GroupState | None) -> list[Entry]:
+            if state is None or start >= state.count:
+                return []
+            if not state.levels:  # filled before the blocks existed: until its next write
+                return list(self._ordered(group)[start:stop])
+            tree = self._tree(group, state.id, state.levels)
+            key = tree.locate(start, state.count)
+            if key is None:
+                return []
+            keys = [key] if stop - start == 1 else tree.entries_from(key, stop - start)
+            return [(member, sort_key) for sort_key, member in keys]
+
+        return self._consistent(group, read)
+
+    def check_blocks(self, group: str) -> list[str]:
+        """What is wrong with a group's blocks and count, compared with its entries ([] if
+        nothing). Reads under the group's lock, so it sees one state."""
+        try:
+            with transaction.atomic(using=self.using):
+                state = self._state(group, lock=True)
+                if state is None:
+                    return []
+                return self._tree(group, state.id, state.levels).check(state.count)
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc

@@ -1,0 +1,251 @@
+"""The relational backend's counted blocks: the contract with tiny blocks (splits and merges on
+almost every write), on SQLite and on a PostgreSQL database of this run's own, a stateful property
+test against a sorted list, and the block checks."""
+from __future__ import annotations
+
+import os
+
+import dj_database_url
+import psycopg
+import pytest
+from django.core.management import call_command
+from django.db import DEFAULT_DB_ALIAS, connections
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from pagination_index.backends.base import Add, Remove, newest_first
+from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex
+from pagination_index.models import IndexBlock, IndexGroup
+from tests.conftest import service_missing
+from tests.pagination_index.contract import IndexContract, sk
+
+# Splits above 8 entries, merges under 2; upper blocks split above 6 children, merge at 1.
+TINY = {"BLOCK_SIZE": 4, "FANOUT": 3}
+POSTGRES_ALIAS = "index_blocks_pg"
+POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+
+
+def assert_blocks_sound(index, group):
+    assert index.check_blocks(group) == []
+
+
+class TestTinyBlocksOnSQLite(IndexContract):
+    @pytest.fixture
+    def index(self, db):
+        return RelationalIndex(TINY)
+
+    @pytest.mark.django_db(transaction=True)
+    def test_replace_is_atomic_for_a_concurrent_reader(self, index):
+        super().test_replace_is_atomic_for_a_concurrent_reader(index)
+
+
+@pytest.fixture(scope="session")
+def postgres_index_database(django_db_blocker):
+    """A PostgreSQL database for this run only (named after the pid, dropped afterwards), migrated,
+    reachable as the POSTGRES_ALIAS connection."""
+    name = f"test_index_blocks_{os.getpid()}"
+    try:
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        service_missing(f"PostgreSQL at {POSTGRES_URL}: {exc}")
+    config = dict(dj_database_url.parse(POSTGRES_URL), NAME=name)
+    connections.settings[POSTGRES_ALIAS] = connections.configure_settings({DEFAULT_DB_ALIAS: config})[DEFAULT_DB_ALIAS]
+    try:
+        with django_db_blocker.unblock():
+            call_command("migrate", "pagination_index", database=POSTGRES_ALIAS, verbosity=0)
+        yield POSTGRES_ALIAS
+    finally:
+        with django_db_blocker.unblock():
+            connections.close_all()
+        del connections.settings[POSTGRES_ALIAS]
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def postgres_index(postgres_index_database, django_db_blocker):
+    """A fresh RelationalIndex on the run's PostgreSQL database, tiny blocks by default."""
+    with django_db_blocker.unblock():
+        made = []
+
+        def make(options=TINY):
+            index = RelationalIndex(dict(options, DATABASE=postgres_index_database))
+            index.clear()
+            made.append(index)
+            return index
+
+        yield make
+        for index in made:
+            index.clear()
+        connections[postgres_index_database].close()
+
+
+class TestTinyBlocksOnPostgreSQL(IndexContract):
+    @pytest.fixture
+    def index(self, postgres_index):
+        return postgres_index()
+
+
+# --- the blocks themselves ------------------------------------------------------------------------
+def entries(n, prefix="m"):
+    return [(f"{prefix}{i:05d}", sk(i % 997)) for i in range(n)]
+
+
+def test_deep_ranks_touch_a_bounded_number_of_rows(db, django_assert_max_num_queries):
+    index = RelationalIndex({"BLOCK_SIZE": 8, "FANOUT": 4})
+    index.replace("g", entries(3000))
+    state = IndexGroup.objects.get(name="g")
+    assert state.levels >= 3  # 3000 / 8 leaves need several levels at fanout 4
+    expected = newest_first(entries(3000))
+    # the group's row, one scan per level, one entry read, the version re-check
+    with django_assert_max_num_queries(state.levels + 3):
+        assert index.at("g", 2999) == expected[2999]
+    for rank in (0, 1, 7, 8, 1499, 1500, 2991, 2998):
+        assert index.at("g", rank) == expected[rank]
+    assert index.range("g", 1234, 1300) == expected[1234:1300]
+    assert_blocks_sound(index, "g")
+
+
+def test_replace_builds_blocks_within_their_bounds(db):
+    index = RelationalIndex({"BLOCK_SIZE": 10, "FANOUT": 4})
+    index.replace("g", entries(1005))
+    leaves = list(IndexBlock.objects.filter(level=0).order_by("floor_sort_key", "floor_member").values_list("count", flat=True))
+    assert leaves[:-1] == [10] * 100 and leaves[-1] == 5
+    assert sum(leaves) == 1005
+    assert_blocks_sound(index, "g")
+    index.replace("g", [])
+    assert index.count("g") == 0 and index.at("g", 0) is None
+    assert_blocks_sound(index, "g")
+
+
+def test_one_big_add_is_split_into_many_blocks_and_levels(db):
+    index = RelationalIndex({"BLOCK_SIZE": 4, "FANOUT": 3})
+    index.add_many("g", [("first", sk(1))])
+    index.add_many("g", entries(500))
+    assert IndexGroup.objects.get(name="g").levels >= 4
+    assert index.range("g", 0, 1000) == newest_first(entries(500) + [("first", sk(1))])
+    assert_blocks_sound(index, "g")
+    index.remove_many("g", [member for member, _ in entries(499)])
+    assert index.range("g", 0, 10) == newest_first([("first", sk(1)), ("m00499", sk(499))])
+    assert IndexGroup.objects.get(name="g").levels == 1
+    assert_blocks_sound(index, "g")
+
+
+def test_check_blocks_finds_wrong_counts_and_rebuild_repairs_them(db):
+    index = RelationalIndex({"BLOCK_SIZE": 4, "FANOUT": 3})
+    index.add_many("g", entries(40))
+    block = IndexBlock.objects.filter(level=0).order_by("-floor_sort_key").first()
+    IndexBlock.objects.filter(pk=block.pk).update(count=block.count + 1)
+    IndexGroup.objects.filter(name="g").update(count=41)
+    problems = index.check_blocks("g")
+    assert any("count 41" in problem or "group count is 41" in problem for problem in problems)
+    assert any(f"count {block.count + 1}, covers {block.count}" in problem for problem in problems)
+    index.rebuild_blocks("g")
+    assert index.check_blocks("g") == []
+    assert index.count("g") == 40
+
+
+def test_a_group_filled_before_the_blocks_existed_reads_and_is_built_on_its_next_write(db):
+    PlainRelationalIndex({}).add_many("g", entries(30))
+    index = RelationalIndex({"BLOCK_SIZE": 4, "FANOUT": 3})
+    expected = newest_first(entries(30))
+    assert index.at("g", 29) == expected[29]
+    assert index.check_blocks("g") == ["no blocks for 30 entries"]
+    index.add_many("g", [("new", sk(5000))])
+    assert index.at("g", 0) == ("new", sk(5000)) and index.at("g", 30) == expected[29]
+    assert_blocks_sound(index, "g")
+
+
+# --- a stateful property test against a sorted list -----------------------------------------------
+MEMBERS = st.sampled_from([f"m{i:02d}" for i in range(40)])
+SORT_KEYS = st.integers(0, 12).map(sk)  # few distinct sort keys: many ties, broken by member
+
+
+class BlocksMatchASortedList(RuleBasedStateMachine):
+    """Random adds, removes, moves, replaces and batches on tiny blocks, so that nearly every step
+    splits or merges a block somewhere; after each step the index equals a sorted list."""
+
+    make_index = None  # set by the test that runs the machine
+
+    def __init__(self):
+        super().__init__()
+        self.index = type(self).make_index()
+        self.model: dict[str, dict[str, str]] = {"g": {}, "h": {}}
+
+    def expected(self, group="g"):
+        return newest_first(self.model[group].items())
+
+    @rule(batch=st.lists(st.tuples(MEMBERS, SORT_KEYS), max_size=30))
+    def add(self, batch):
+        self.index.add_many("g", batch)
+        self.model["g"].update(batch)
+
+    @rule(members=st.lists(MEMBERS, max_size=20))
+    def remove(self, members):
+        self.index.remove_many("g", members)
+        for member in members:
+            self.model["g"].pop(member, None)
+
+    @precondition(lambda self: self.model["g"])
+    @rule(data=st.data(), sort_key=SORT_KEYS)
+    def move(self, data, sort_key):
+        member = data.draw(st.sampled_from(sorted(self.model["g"])))
+        self.index.add_many("g", [(member, sort_key)])
+        self.model["g"][member] = sort_key
+
+    @rule(batch=st.lists(st.tuples(MEMBERS, SORT_KEYS), max_size=60))
+    def replace(self, batch):
+        self.index.replace("g", batch)
+        self.model["g"] = dict(batch)
+
+    @rule(ops=st.lists(st.one_of(
+        st.builds(Add, st.sampled_from(["g", "h"]), MEMBERS, SORT_KEYS),
+        st.builds(Remove, st.sampled_from(["g", "h"]), MEMBERS),
+    ), max_size=40))
+    def apply(self, ops):
+        self.index.apply(ops)
+        for op in ops:
+            if isinstance(op, Add):
+                self.model[op.group][op.member] = op.sort_key
+            else:
+                self.model[op.group].pop(op.member, None)
+
+    @rule(data=st.data())
+    def at(self, data):
+        expected = self.expected()
+        rank = data.draw(st.integers(-1, len(expected) + 1))
+        assert self.index.at("g", rank) == (expected[rank] if 0 <= rank < len(expected) else None)
+
+    @rule(start=st.integers(0, 45), length=st.integers(0, 20))
+    def range(self, start, length):
+        assert self.index.range("g", start, start + length) == self.expected()[start : start + length]
+
+    @invariant()
+    def matches(self):
+        for group in ("g", "h"):
+            assert self.index.count(group) == len(self.model[group])
+            assert self.index.range(group, 0, 100) == self.expected(group)
+            assert self.index.check_blocks(group) == []
+
+
+MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=25, deadline=None, database=None,
+                            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def run_machine(make_index, machine_settings=MACHINE_SETTINGS):
+    machine = type("Machine", (BlocksMatchASortedList,), {"make_index": staticmethod(make_index)})
+    run_state_machine_as_test(machine, settings=machine_settings)
+
+
+def test_blocks_match_a_sorted_list_on_sqlite(db):
+    def make_index():
+        index = RelationalIndex(TINY)
+        index.clear()
+        return index
+
+    run_machine(make_index)
+
+
+def test_blocks_match_a_sorted_list_on_postgresql(postgres_index):
+    run_machine(postgres_index, settings(MACHINE_SETTINGS, max_examples=10))
