@@ -23,7 +23,7 @@ from pagination_index.models import IndexBlock, IndexEntry
 
 Key = tuple[str, str]  # (sort_key, member), the order of the index
 MIN: Key = ("", "")  # no key is lower: the floor of each level's first block
-# Three bound parameters a key in a lookup: stays under every SQLite build's limit.
+# Three bound parameters a change in a count update: stays under every SQLite build's limit.
 LOOKUP_CHUNK = 300
 
 
@@ -164,10 +164,16 @@ class BlockTree:
         ]
 
     # --- bulk build -----------------------------------------------------------------------------
-    def build(self) -> int:
-        """Drop the group's blocks and build them from its entries in a few set-based statements
-        (no per-entry work in Python). Returns the number of levels."""
-        self._run(f"DELETE FROM {self.blocks} WHERE group_id = %s", [self.group_id])
+    def build(self, count: int | None = None) -> int:
+        """Drop the group's blocks (if it has levels) and build them from its entries in a few set-based statements
+        (no per-entry work in Python); `count`, when the caller knows it, saves the work for a
+        group that fits one block. Returns the number of levels."""
+        if self.levels:
+            self._run(f"DELETE FROM {self.blocks} WHERE group_id = %s", [self.group_id])
+        if count is not None and count <= 2 * self.block_size:
+            self._insert_blocks(0, [(MIN, count)])
+            self.levels = 1
+            return self.levels
         size, fanout = int(self.block_size), int(self.fanout)
         self._run(
             f"INSERT INTO {self.blocks} (group_id, level, floor_sort_key, floor_member, count)"
@@ -208,14 +214,10 @@ class BlockTree:
         the blocks, then split or merge the blocks that left their size bounds. Returns the levels."""
         suspects: set[Key] = set()
         for level in range(self.levels):
-            deltas: dict[int, int] = {}
             for start in range(0, len(changes), LOOKUP_CHUNK):
-                chunk = changes[start : start + LOOKUP_CHUNK]
-                for position, block_id in self._lookup(level, [key for key, _ in chunk]):
-                    deltas[block_id] = deltas.get(block_id, 0) + chunk[position][1]
-            touched = self._add_counts(deltas)
-            if level == 0:
-                suspects = {floor for floor, count in touched if not self._fits(count, 0)}
+                touched = self._count_changes(level, changes[start : start + LOOKUP_CHUNK])
+                if level == 0:
+                    suspects |= {floor for floor, count in touched if not self._fits(count, 0)}
         if suspects:
             for level in range(self.levels):
                 suspects = self._rebalance(level, suspects)
@@ -224,33 +226,24 @@ class BlockTree:
             self._fix_root()
         return self.levels
 
-    def _lookup(self, level: int, keys: list[Key]) -> list[tuple[int, int]]:
-        """(position in keys, id of the block of `level` holding that key), in one statement."""
-        values = ", ".join(["(%s, %s, %s)"] * len(keys))
+    def _count_changes(self, level: int, changes: list[tuple[Key, int]]) -> list[tuple[Key, int]]:
+        """Add the changes to the counts of the blocks of `level` holding their keys, in one
+        statement; return (floor, new count) of each block changed."""
+        values = ", ".join(["(%s, %s, %s)"] * len(changes))
         params = [self.group_id, level]
-        for position, key in enumerate(keys):
-            params += [position, *key]
-        return self._rows(
-            f"SELECT k.column1, (SELECT b.id FROM {self.blocks} b WHERE b.group_id = %s AND b.level = %s"
-            f" AND (b.floor_sort_key, b.floor_member) <= (k.column2, k.column3)"
-            f" ORDER BY b.floor_sort_key DESC, b.floor_member DESC LIMIT 1) FROM (VALUES {values}) AS k",
+        for key, delta in changes:
+            params += [*key, delta]
+        rows = self._rows(
+            f"UPDATE {self.blocks} SET count = {self.blocks}.count + changed.delta FROM ("
+            f" SELECT (SELECT b.id FROM {self.blocks} b WHERE b.group_id = %s AND b.level = %s"
+            f" AND (b.floor_sort_key, b.floor_member) <= (k.column1, k.column2)"
+            f" ORDER BY b.floor_sort_key DESC, b.floor_member DESC LIMIT 1) AS block_id, SUM(k.column3) AS delta"
+            f" FROM (VALUES {values}) AS k GROUP BY 1) AS changed"
+            f" WHERE {self.blocks}.id = changed.block_id AND changed.delta <> 0"
+            f" RETURNING {self.blocks}.floor_sort_key, {self.blocks}.floor_member, {self.blocks}.count",
             params,
         )
-
-    def _add_counts(self, deltas: dict[int, int]) -> list[tuple[Key, int]]:
-        """Apply count deltas by block id; return (floor, new count) of each changed block."""
-        touched = []
-        for block_id, delta in deltas.items():
-            if delta:
-                touched += [
-                    ((sort_key, member), count)
-                    for sort_key, member, count in self._rows(
-                        f"UPDATE {self.blocks} SET count = count + %s WHERE id = %s"
-                        f" RETURNING floor_sort_key, floor_member, count",
-                        [delta, block_id],
-                    )
-                ]
-        return touched
+        return [((sort_key, member), count) for sort_key, member, count in rows]
 
     def _fits(self, size: int, level: int) -> bool:
         target = self._target(level)

@@ -60,11 +60,11 @@ class PlainRelationalIndex(BaseIndex):
         if delta:
             IndexGroup.objects.using(self.using).filter(name=group).update(count=F("count") + delta)
 
-    def _lock_group(self, group: str) -> tuple[int, int]:
-        """Create the group's row if needed and lock it; return its (id, levels)."""
+    def _lock_group(self, group: str) -> tuple[int, int, int]:
+        """Create the group's row if needed and lock it; return its (id, count, levels)."""
         groups = IndexGroup.objects.using(self.using)
         groups.bulk_create([IndexGroup(name=group, count=0)], ignore_conflicts=True)
-        return groups.select_for_update().filter(name=group).values_list("pk", "levels").get()
+        return groups.select_for_update().filter(name=group).values_list("pk", "count", "levels").get()
 
     def _delete(self, group: str, members: list[str]) -> int:
         deleted = 0
@@ -93,17 +93,17 @@ class PlainRelationalIndex(BaseIndex):
         wanted = dict(entries)
         try:
             with transaction.atomic(using=self.using):
-                group_id, _ = self._lock_group(group)
+                group_id, _, levels = self._lock_group(group)
                 IndexEntry.objects.using(self.using).filter(group=group).delete()
                 for chunk in _chunks(list(wanted.items()), 2000):
                     IndexEntry.objects.using(self.using).bulk_create(
                         IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
                     )
-                self._replaced(group, group_id, len(wanted))
+                self._replaced(group, group_id, len(wanted), levels)
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
-    def _replaced(self, group: str, group_id: int, count: int) -> None:
+    def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
         """Bring the group's row in step with entries just swapped in (the lock is held)."""
         IndexGroup.objects.using(self.using).filter(pk=group_id).update(count=count)
 
@@ -186,31 +186,37 @@ class RelationalIndex(PlainRelationalIndex):
 
     # --- writes -------------------------------------------------------------------------------
     def _apply_group(self, group: str, entries: list[Entry], members: list[str]) -> None:
-        group_id, levels = self._lock_group(group)
+        group_id, count, levels = self._lock_group(group)
         changes = self._delete_keys(group, members) + self._upsert(group, entries)
         if not changes:
             return
+        count += sum(change for _, change in changes)
         tree = self._tree(group, group_id, levels)
         if levels:
             tree.apply(changes)
         else:  # first write, or a group filled before the blocks existed
-            tree.build()
+            tree.build(count)
         IndexGroup.objects.using(self.using).filter(pk=group_id).update(
-            count=F("count") + sum(change for _, change in changes), levels=tree.levels, version=F("version") + 1
+            count=count, levels=tree.levels, version=F("version") + 1
         )
 
     def _delete_keys(self, group: str, members: list[str]) -> list[Change]:
-        rows = IndexEntry.objects.using(self.using)
+        """Delete members; return the keys they had, in one statement a chunk."""
+        connection = connections[self.using]
+        table = connection.ops.quote_name(IndexEntry._meta.db_table)
         changes: list[Change] = []
         for chunk in _chunks(list(dict.fromkeys(members))):
-            found = list(rows.filter(group=group, member__in=chunk).values_list("sort_key", "member"))
-            if found:
-                rows.filter(group=group, member__in=[member for _, member in found]).delete()
-                changes += [(key, -1) for key in found]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE {connection.ops.quote_name('group')} = %s"
+                    f" AND member IN ({', '.join(['%s'] * len(chunk))}) RETURNING sort_key, member",
+                    [group, *chunk],
+                )
+                changes += [((sort_key, member), -1) for sort_key, member in cursor.fetchall()]
         return changes
 
-    def _replaced(self, group: str, group_id: int, count: int) -> None:
-        levels = self._tree(group, group_id, 0).build()
+    def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
+        levels = self._tree(group, group_id, levels).build(count)
         IndexGroup.objects.using(self.using).filter(pk=group_id).update(
             count=count, levels=levels, version=F("version") + 1
         )
@@ -219,9 +225,9 @@ class RelationalIndex(PlainRelationalIndex):
         """Rebuild a group's blocks from its entries and recount it (repairs what check_blocks finds)."""
         try:
             with transaction.atomic(using=self.using):
-                group_id, _ = self._lock_group(group)
+                group_id, _, levels = self._lock_group(group)
                 count = IndexEntry.objects.using(self.using).filter(group=group).count()
-                self._replaced(group, group_id, count)
+                self._replaced(group, group_id, count, levels)
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
