@@ -78,6 +78,7 @@ def fill(vendor: str, entries: int) -> None:
                 [GROUP, entries],
             )
         else:
+            cursor.execute("PRAGMA cache_size = -262144")  # 256 MB while loading, then the default
             cursor.execute(
                 f'WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %s)'
                 f' INSERT INTO {table} ("group", member, sort_key)'
@@ -86,6 +87,7 @@ def fill(vendor: str, entries: int) -> None:
                 " FROM s",
                 [entries, GROUP],
             )
+            cursor.execute("PRAGMA cache_size = -2000")
 
 
 def write_throughput(index, entries: int, writes: int) -> dict:

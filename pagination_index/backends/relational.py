@@ -233,10 +233,14 @@ class RelationalIndex(PlainRelationalIndex):
 
     # --- reads --------------------------------------------------------------------------------
     def _state(self, group: str, *, lock: bool = False) -> GroupState | None:
-        rows = IndexGroup.objects.using(self.using).filter(name=group)
-        if lock:
-            rows = rows.select_for_update()
-        found = rows.values_list("pk", "count", "levels", "version").first()
+        """The group's row, by plain SQL: it is read twice on every at()."""
+        connection = connections[self.using]
+        sql = f"SELECT id, count, levels, version FROM {connection.ops.quote_name(IndexGroup._meta.db_table)} WHERE name = %s"
+        if lock and connection.features.has_select_for_update:
+            sql += " FOR UPDATE"
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [group])
+            found = cursor.fetchone()
         return GroupState(*found) if found else None
 
     def _consistent(self, group: str, read):
