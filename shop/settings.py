@@ -125,6 +125,14 @@ PAGINATION_INDEX = {
 }
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 
+# --- Relational index: counted blocks (README, "The relational index at any depth") ----------------
+# Entries per level 0 block and blocks per upper block; each kept within half to twice the target.
+if PAGINATION_INDEX["BACKEND"] == "pagination_index.backends.relational.RelationalIndex":
+    PAGINATION_INDEX["OPTIONS"].update(
+        BLOCK_SIZE=int(os.environ.get("PAGINATION_INDEX_BLOCK_SIZE", "1024")),
+        FANOUT=int(os.environ.get("PAGINATION_INDEX_FANOUT", "64")),
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -165,12 +165,15 @@ class BlockTree:
 
     # --- bulk build -----------------------------------------------------------------------------
     def build(self, count: int | None = None) -> int:
-        """Drop the group's blocks (if it has levels) and build them from its entries in a few set-based statements
-        (no per-entry work in Python); `count`, when the caller knows it, saves the work for a
-        group that fits one block. Returns the number of levels."""
+        """Drop the group's blocks and build them from its entries (`count` of them, counted here
+        if not given) in a few set-based statements, with no per-entry work in Python.
+        Returns the number of levels."""
         if self.levels:
             self._run(f"DELETE FROM {self.blocks} WHERE group_id = %s", [self.group_id])
-        if count is not None and count <= 2 * self.block_size:
+        if count is None:
+            count = self._rows(f"SELECT COUNT(*) FROM {self.entries} WHERE {self.group_column} = %s",
+                               [self.group])[0][0]
+        if count <= 2 * self.block_size:
             self._insert_blocks(0, [(MIN, count)])
             self.levels = 1
             return self.levels
@@ -178,16 +181,13 @@ class BlockTree:
         self._run(
             f"INSERT INTO {self.blocks} (group_id, level, floor_sort_key, floor_member, count)"
             f" SELECT %s, 0, CASE WHEN rn = 0 THEN '' ELSE sort_key END, CASE WHEN rn = 0 THEN '' ELSE member END,"
-            f" CASE WHEN total - rn < {size} THEN total - rn ELSE {size} END"
-            f" FROM (SELECT sort_key, member, ROW_NUMBER() OVER (ORDER BY sort_key, member) - 1 AS rn,"
-            f" COUNT(*) OVER () AS total FROM {self.entries} WHERE {self.group_column} = %s) AS ranked"
+            f" CASE WHEN %s - rn < {size} THEN %s - rn ELSE {size} END"
+            f" FROM (SELECT sort_key, member, ROW_NUMBER() OVER (ORDER BY sort_key, member) - 1 AS rn"
+            f" FROM {self.entries} WHERE {self.group_column} = %s) AS ranked"
             f" WHERE rn %% {size} = 0",
-            [self.group_id, self.group],
+            [self.group_id, count, count, self.group],
         )
-        blocks = self._level_size(0)
-        if not blocks:
-            self._insert_blocks(0, [(MIN, 0)])
-            blocks = 1
+        blocks = ceil(count / size)
         level = 0
         while blocks > 2 * fanout:
             self._run(

@@ -4,11 +4,12 @@ test against a sorted list, and the block checks."""
 from __future__ import annotations
 
 import os
+from io import StringIO
 
 import dj_database_url
 import psycopg
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import DEFAULT_DB_ALIAS, connections
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
@@ -249,3 +250,31 @@ def test_blocks_match_a_sorted_list_on_sqlite(db):
 
 def test_blocks_match_a_sorted_list_on_postgresql(postgres_index):
     run_machine(postgres_index, settings(MACHINE_SETTINGS, max_examples=10))
+
+
+# --- check_index_blocks ---------------------------------------------------------------------------
+def test_check_index_blocks_reports_and_repairs(db, settings):
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": TINY}
+    index = RelationalIndex(TINY)
+    index.add_many("A", entries(50))
+    index.add_many("B", entries(5))
+    out = StringIO()
+    call_command("check_index_blocks", stdout=out, stderr=StringIO())
+    assert "blocks of 2 groups match their entries" in out.getvalue()
+
+    IndexBlock.objects.filter(group__name="A", level=0).update(count=0)
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 of 2 groups have wrong blocks"):
+        call_command("check_index_blocks", stdout=out, stderr=StringIO())
+    assert "A: level 0 block" in out.getvalue()
+
+    out = StringIO()
+    call_command("check_index_blocks", "--group", "A", "--repair", stdout=out, stderr=StringIO())
+    assert "A: repaired" in out.getvalue() and "blocks of 1 groups match" in out.getvalue()
+    assert index.check_blocks("A") == [] and index.range("A", 0, 100) == newest_first(entries(50))
+
+
+def test_check_index_blocks_needs_a_backend_with_blocks(db, settings):
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.PlainRelationalIndex", "OPTIONS": {}}
+    with pytest.raises(CommandError, match="keeps no blocks"):
+        call_command("check_index_blocks")
