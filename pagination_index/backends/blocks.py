@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from pagination_index.models import IndexBlock, IndexEntry
+from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
 Key = tuple[str, str]  # (sort_key, member), the order of the index
 MIN: Key = ("", "")  # no key is lower: the floor of each level's first block
@@ -40,6 +40,7 @@ class BlockTree:
         quote = connection.ops.quote_name
         self.entries = quote(IndexEntry._meta.db_table)
         self.blocks = quote(IndexBlock._meta.db_table)
+        self.groups = quote(IndexGroup._meta.db_table)
         self.group_column = quote("group")
 
     # --- SQL helpers ----------------------------------------------------------------------------
@@ -125,15 +126,30 @@ class BlockTree:
             )
 
     # --- reads ----------------------------------------------------------------------------------
-    def locate(self, rank: int, total: int) -> Key | None:
-        """The key at `rank` (0 = newest) of a group holding `total` entries."""
-        if not 0 <= rank < total:
-            return None
+    # A read is a few statements, each of which may see a newer commit than the one before: the
+    # last one also returns the group's version, which the caller compares with the version it
+    # started from (the writers bump it in the same transaction), and retries if it moved.
+    def _with_version(self, sql: str, params: list, order: str = "") -> tuple[list[tuple], int | None]:
+        """Rows of `sql` and the group's version, read by one statement (so at one instant)."""
+        rows = self._rows(
+            f"SELECT g.version, picked.* FROM {self.groups} g LEFT JOIN ({sql}) AS picked ON 1 = 1"
+            f" WHERE g.id = %s{order}",
+            [*params, self.group_id],
+        )
+        version = rows[0][0] if rows else None
+        return [row[1:] for row in rows if row[1] is not None], version
+
+    def locate(self, rank: int, total: int, top: list[tuple[Key, int]]) -> tuple[Key | None, int | None]:
+        """The key at `rank` (0 = newest) of a group holding `total` entries, whose top level
+        blocks are `top` (lowest first), and the group's version when the key was read."""
         lo, hi = MIN, None
         for level in range(self.levels - 1, -1, -1):
             from_bottom = 2 * rank >= total  # scan from the nearer end
             position = total - 1 - rank if from_bottom else rank
-            rows = self.items(level, lo, hi, descending=not from_bottom)
+            if level == self.levels - 1:
+                rows = top if from_bottom else top[::-1]
+            else:
+                rows = self.items(level, lo, hi, descending=not from_bottom)
             for index, (key, count) in enumerate(rows):
                 if position < count:
                     if from_bottom:
@@ -146,22 +162,26 @@ class BlockTree:
                     break
                 position -= count
             else:
-                return None  # counts out of step with entries: check_index_blocks reports it
+                return None, None  # counts out of step with entries: check_index_blocks reports it
         from_bottom = 2 * rank >= total
-        found = self.items(-1, lo, hi, descending=not from_bottom,
-                           offset=total - 1 - rank if from_bottom else rank, limit=1)
-        return found[0][0] if found else None
+        order = "ASC" if from_bottom else "DESC"
+        where, params = self._between("sort_key, member", lo, hi)
+        rows, version = self._with_version(
+            f"SELECT sort_key, member FROM {self.entries} WHERE {self.group_column} = %s{where}"
+            f" ORDER BY sort_key {order}, member {order} LIMIT 1 OFFSET %s",
+            [self.group, *params, total - 1 - rank if from_bottom else rank],
+        )
+        return (tuple(rows[0]) if rows else None), version
 
-    def entries_from(self, key: Key, limit: int) -> list[Key]:
-        """Up to `limit` keys from `key` downwards (newest first)."""
-        return [
-            (sort_key, member)
-            for sort_key, member in self._rows(
-                f"SELECT sort_key, member FROM {self.entries} WHERE {self.group_column} = %s"
-                f" AND (sort_key, member) <= (%s, %s) ORDER BY sort_key DESC, member DESC LIMIT %s",
-                [self.group, *key, limit],
-            )
-        ]
+    def entries_from(self, key: Key, limit: int) -> tuple[list[Key], int | None]:
+        """Up to `limit` keys from `key` downwards (newest first), and the group's version."""
+        rows, version = self._with_version(
+            f"SELECT sort_key, member FROM {self.entries} WHERE {self.group_column} = %s"
+            f" AND (sort_key, member) <= (%s, %s) ORDER BY sort_key DESC, member DESC LIMIT %s",
+            [self.group, *key, limit],
+            order=" ORDER BY picked.sort_key DESC, picked.member DESC",
+        )
+        return [tuple(row) for row in rows], version
 
     # --- bulk build -----------------------------------------------------------------------------
     def build(self, count: int | None = None) -> int:

@@ -15,7 +15,7 @@ from django.db.models import F
 
 from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
 from pagination_index.backends.blocks import BlockTree, Key
-from pagination_index.models import IndexEntry, IndexGroup
+from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
 Change = tuple[Key, int]  # ((sort_key, member), +1 added or -1 removed)
 
@@ -232,57 +232,67 @@ class RelationalIndex(PlainRelationalIndex):
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
     # --- reads --------------------------------------------------------------------------------
-    def _state(self, group: str, *, lock: bool = False) -> GroupState | None:
-        """The group's row, by plain SQL: it is read twice on every at()."""
+    def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]]]:
+        """The group's row and its top level blocks (lowest first), in one statement."""
         connection = connections[self.using]
-        sql = f"SELECT id, count, levels, version FROM {connection.ops.quote_name(IndexGroup._meta.db_table)} WHERE name = %s"
+        quote = connection.ops.quote_name
+        sql = (
+            f"SELECT g.id, g.count, g.levels, g.version, b.floor_sort_key, b.floor_member, b.count"
+            f" FROM {quote(IndexGroup._meta.db_table)} g LEFT JOIN {quote(IndexBlock._meta.db_table)} b"
+            f" ON b.group_id = g.id AND b.level = g.levels - 1 WHERE g.name = %s"
+            f" ORDER BY b.floor_sort_key, b.floor_member"
+        )
         if lock and connection.features.has_select_for_update:
-            sql += " FOR UPDATE"
+            sql += " FOR UPDATE OF g"
         with connection.cursor() as cursor:
             cursor.execute(sql, [group])
-            found = cursor.fetchone()
-        return GroupState(*found) if found else None
-
-    def _consistent(self, group: str, read):
-        """read(state) over one state of the group. Each statement may see a newer commit than
-        the one before it, so the read is retried while the group's version moves, and done
-        under the group's row lock if writes keep coming."""
-        try:
-            for _ in range(self.optimistic_reads):
-                state = self._state(group)
-                result = read(state)
-                if state is None or self._state(group) == state:
-                    return result
-            with transaction.atomic(using=self.using):
-                return read(self._state(group, lock=True))
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+            rows = cursor.fetchall()
+        if not rows:
+            return None, []
+        top = [((sort_key, member), count) for *_, sort_key, member, count in rows if sort_key is not None]
+        return GroupState(*rows[0][:4]), top
 
     def range(self, group: str, start: int, stop: int) -> list[Entry]:
+        """Reads take no lock: they are retried while writes to the group commit underneath them
+        (its version moves), and done under the group's lock if writes keep coming."""
         start = max(start, 0)
         if stop <= start:
             return []
+        try:
+            for _ in range(self.optimistic_reads):
+                state, top = self._state(group)
+                entries, version = self._read(group, state, top, start, stop)
+                if version is None or version == state.version:  # None: one statement read it all
+                    return entries
+            with transaction.atomic(using=self.using):
+                state, top = self._state(group, lock=True)
+                return self._read(group, state, top, start, stop)[0]
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc
 
-        def read(state: GroupState | None) -> list[Entry]:
-            if state is None or start >= state.count:
-                return []
-            if not state.levels:  # filled before the blocks existed: until its next write
-                return list(self._ordered(group)[start:stop])
-            tree = self._tree(group, state.id, state.levels)
-            key = tree.locate(start, state.count)
-            if key is None:
-                return []
-            keys = [key] if stop - start == 1 else tree.entries_from(key, stop - start)
-            return [(member, sort_key) for sort_key, member in keys]
-
-        return self._consistent(group, read)
+    def _read(self, group, state, top, start, stop) -> tuple[list[Entry], int | None]:
+        """Entries start..stop-1 and the group's version at the last statement (None: nothing
+        was read after the group's row)."""
+        if state is None or start >= state.count:
+            return [], None
+        if not state.levels:  # filled before the blocks existed: until its next write
+            return list(self._ordered(group)[start:stop]), None
+        tree = self._tree(group, state.id, state.levels)
+        key, version = tree.locate(start, state.count, top)
+        if key is None:  # a walk that missed saw blocks from two states (or broken ones): retry
+            return [], -1 if version is None else version
+        if stop - start > 1:
+            keys, version = tree.entries_from(key, stop - start)
+        else:
+            keys = [key]
+        return [(member, sort_key) for sort_key, member in keys], version
 
     def check_blocks(self, group: str) -> list[str]:
         """What is wrong with a group's blocks and count, compared with its entries ([] if
         nothing). Reads under the group's lock, so it sees one state."""
         try:
             with transaction.atomic(using=self.using):
-                state = self._state(group, lock=True)
+                state, _ = self._state(group, lock=True)
                 if state is None:
                     return []
                 return self._tree(group, state.id, state.levels).check(state.count)
