@@ -4,6 +4,8 @@ test against a sorted list, and the block checks."""
 from __future__ import annotations
 
 import os
+import random
+import threading
 from io import StringIO
 
 import dj_database_url
@@ -283,3 +285,58 @@ def test_check_index_blocks_needs_a_backend_with_blocks(db, settings):
     settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.PlainRelationalIndex", "OPTIONS": {}}
     with pytest.raises(CommandError, match="keeps no blocks"):
         call_command("check_index_blocks")
+
+
+# --- concurrent writers ---------------------------------------------------------------------------
+def concurrent_writers_keep_blocks_exact(index):
+    """Threads adding, moving and removing their own members of one group, each batch its own
+    transaction, with a reader walking the blocks meanwhile: the blocks end exact."""
+    errors, done = [], threading.Event()
+
+    def writer(number):
+        try:
+            rng = random.Random(number)
+            mine = [f"w{number}-{i:03d}" for i in range(60)]
+            for _ in range(25):
+                index.apply([Add("g", member, sk(rng.randrange(30))) for member in rng.sample(mine, 8)]
+                            + [Remove("g", member) for member in rng.sample(mine, 3)])
+            index.remove_many("g", mine[:30])
+        except Exception as exc:  # surfaced by the assertion below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def reader():
+        try:
+            while not done.is_set():
+                count = index.count("g")
+                entries = index.range("g", 0, 1000)
+                assert len(entries) == len({member for member, _ in entries})
+                assert count >= 0
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(4)]
+    watcher = threading.Thread(target=reader)
+    watcher.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    watcher.join()
+    assert not errors
+    assert index.check_blocks("g") == []
+    assert index.count("g") == len(index.range("g", 0, 1000)) > 0
+    assert all(member.split("-")[1] >= "030" for member, _ in index.range("g", 0, 1000))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_keep_blocks_exact_on_sqlite():
+    concurrent_writers_keep_blocks_exact(RelationalIndex(TINY))
+
+
+def test_concurrent_writers_keep_blocks_exact_on_postgresql(postgres_index):
+    concurrent_writers_keep_blocks_exact(postgres_index())
