@@ -27,13 +27,32 @@ class CommentPaginator(Paginator):
         self.__dict__["count"] = count
 
 
+@dataclass(frozen=True, slots=True)
+class RatingSummary:
+    """Ratings of every comment of a product: only built when all of them are in hand."""
+    count: int
+    total: int
+
+    @property
+    def average(self) -> float:
+        return round(self.total / self.count, 2)
+
+    @classmethod
+    def of(cls, comments: list[Comment]) -> RatingSummary | None:
+        ratings = [c.rating for c in comments if 1 <= c.rating <= 5]
+        return cls(len(ratings), sum(ratings)) if ratings else None
+
+
 class CommentPage(Page):
     """Django's Page, plus how it was served: "fast" (straight from DynamoDB) or "index"."""
 
-    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False):
+    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
+                 newest_sk: str | None = None, ratings: RatingSummary | None = None):
         super().__init__(object_list, number, paginator)
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
+        self.newest_sk = newest_sk  # the product's newest comment: every insert shifts every page
+        self.ratings = ratings  # every comment's rating, when the product's comments are all in hand
 
 
 @dataclass(frozen=True)
@@ -101,7 +120,9 @@ def _fast_page(sku: str, number: int, per_page: int) -> CommentPage:
     paginator.validate_number(number)
     start = (number - 1) * per_page
     return CommentPage(window.comments[start : start + per_page], number, paginator,
-                       served_by="fast", count_is_estimate=estimate)
+                       served_by="fast", count_is_estimate=estimate,
+                       newest_sk=window.comments[0].sk if window.comments else None,
+                       ratings=RatingSummary.of(window.comments) if window.complete else None)
 
 
 def _index_page(sku: str, number: int, per_page: int) -> CommentPage:
@@ -116,7 +137,7 @@ def _index_page(sku: str, number: int, per_page: int) -> CommentPage:
     tied = sum(1 for _, sort_key in neighbours if sort_key == boundary[1]) > 1
     skip = _tie_skip(sku, rank, boundary[1]) if tied else 0
     comments, _ = store.newest(sku, per_page, after=boundary, skip=skip)
-    return CommentPage(comments, number, paginator, served_by="index")
+    return CommentPage(comments, number, paginator, served_by="index", newest_sk=product_newest_sk(sku))
 
 
 def product_comment_page(*, sku: str, number: int) -> CommentPage:
@@ -136,3 +157,14 @@ def product_comment_counts(skus: list[str]) -> dict[str, int | None]:
         return index.count_many(skus)
     except IndexUnavailable:
         return {sku: None for sku in skus}
+
+
+def product_newest_sk(sku: str) -> str | None:
+    """The SK of a product's newest comment, from the index (its rank 0): one cheap read."""
+    entry = index.at(sku, 0)
+    return entry[1] if entry else None
+
+
+def product_page_count(count: int) -> int:
+    """Pages of a product with `count` comments: page 1 exists even with none."""
+    return max(1, -(-count // settings.COMMENTS_PAGE_SIZE))

@@ -141,3 +141,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+
+# --- Search engines and HTTP caching (issue 7) ----------------------------------------------
+# Product pages: Cache-Control max-age in seconds (public for cookie-less visitors, else private).
+COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
+# URLs per sitemap file (the sitemaps protocol allows at most 50,000).
+SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
+# The sitemaps framework's templates; the site's domain is the request's host (no sites framework).
+INSTALLED_APPS += ["django.contrib.sitemaps"]

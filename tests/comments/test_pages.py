@@ -70,7 +70,8 @@ def test_page_html_contract(client, walk_product):
     assert page["status"] == (12, 53)
     assert "&lt;b&gt;not bold&lt;/b&gt;" in html and "<b>not bold</b>" not in html
     pager = set(page["pager"])
-    assert {f"/products/{SKU}/", "?page=11", "?page=13", "?page=53"} <= pager
+    assert {f"/products/{SKU}/", f"/products/{SKU}/?page=11", f"/products/{SKU}/?page=13",
+            f"/products/{SKU}/?page=53"} <= pager
     first = parse(client.get(walk_product.get_absolute_url()).content.decode())
     assert first["canonical"] == f"http://testserver/products/{SKU}/"
 
@@ -128,3 +129,14 @@ def test_unicode_sku_pages(client, module_table, db):
     call_command("rebuild_index", product=[sku], verbosity=0)
     visited = walk(client, product.get_absolute_url())
     assert [pk for _, page in visited for pk in pks(page)] == [c.pk for c in comments]
+
+
+@pytest.mark.parametrize("number", [1, 2, 12, 27, 52, 53])
+def test_rendered_pager_links_exactly_the_pager_function(client, walk_product, number):
+    from comments.pager import page_href, pager_numbers
+
+    path = walk_product.get_absolute_url()
+    page = parse(client.get(page_href(path, number)).content.decode())
+    neighbours = {page_href(path, n) for n in (number - 1, number + 1) if 1 <= n <= 53}
+    assert set(page["pager"]) == {page_href(path, n) for n in pager_numbers(number, 53)}
+    assert neighbours <= set(page["pager"])
