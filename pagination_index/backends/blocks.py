@@ -233,11 +233,9 @@ class BlockTree:
         """Count entry changes (key, +1 added / -1 removed) already made in the entries table into
         the blocks, then split or merge the blocks that left their size bounds. Returns the levels."""
         suspects: set[Key] = set()
-        for level in range(self.levels):
-            for start in range(0, len(changes), LOOKUP_CHUNK):
-                touched = self._count_changes(level, changes[start : start + LOOKUP_CHUNK])
-                if level == 0:
-                    suspects |= {floor for floor, count in touched if not self._fits(count, 0)}
+        for start in range(0, len(changes), LOOKUP_CHUNK):
+            touched = self._count_changes(changes[start : start + LOOKUP_CHUNK])
+            suspects |= {floor for level, floor, count in touched if level == 0 and not self._fits(count, 0)}
         if suspects:
             for level in range(self.levels):
                 suspects = self._rebalance(level, suspects)
@@ -246,24 +244,26 @@ class BlockTree:
             self._fix_root()
         return self.levels
 
-    def _count_changes(self, level: int, changes: list[tuple[Key, int]]) -> list[tuple[Key, int]]:
-        """Add the changes to the counts of the blocks of `level` holding their keys, in one
-        statement; return (floor, new count) of each block changed."""
-        values = ", ".join(["(%s, %s, %s)"] * len(changes))
-        params = [self.group_id, level]
+    def _count_changes(self, changes: list[tuple[Key, int]]) -> list[tuple[int, Key, int]]:
+        """Add the changes to the counts of the blocks holding their keys, at every level, in one
+        statement; return (level, floor, new count) of each block changed."""
+        keys = ", ".join(["(%s, %s, %s)"] * len(changes))
+        levels = ", ".join(["(%s)"] * self.levels)
+        params = [self.group_id]
         for key, delta in changes:
             params += [*key, delta]
+        params += range(self.levels)
         rows = self._rows(
             f"UPDATE {self.blocks} SET count = {self.blocks}.count + changed.delta FROM ("
-            f" SELECT (SELECT b.id FROM {self.blocks} b WHERE b.group_id = %s AND b.level = %s"
+            f" SELECT (SELECT b.id FROM {self.blocks} b WHERE b.group_id = %s AND b.level = l.column1"
             f" AND (b.floor_sort_key, b.floor_member) <= (k.column1, k.column2)"
             f" ORDER BY b.floor_sort_key DESC, b.floor_member DESC LIMIT 1) AS block_id, SUM(k.column3) AS delta"
-            f" FROM (VALUES {values}) AS k GROUP BY 1) AS changed"
+            f" FROM (VALUES {keys}) AS k, (VALUES {levels}) AS l GROUP BY 1) AS changed"
             f" WHERE {self.blocks}.id = changed.block_id AND changed.delta <> 0"
-            f" RETURNING {self.blocks}.floor_sort_key, {self.blocks}.floor_member, {self.blocks}.count",
+            f" RETURNING {self.blocks}.level, {self.blocks}.floor_sort_key, {self.blocks}.floor_member, {self.blocks}.count",
             params,
         )
-        return [((sort_key, member), count) for sort_key, member, count in rows]
+        return [(level, (sort_key, member), count) for level, sort_key, member, count in rows]
 
     def _fits(self, size: int, level: int) -> bool:
         target = self._target(level)

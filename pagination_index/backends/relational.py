@@ -79,7 +79,11 @@ class PlainRelationalIndex(BaseIndex):
         changes: list[Change] = []
         for chunk in _chunks(list(wanted.items())):
             members = [member for member, _ in chunk]
-            existing = dict(rows.filter(group=group, member__in=members).values_list("member", "sort_key"))
+            # ORDER BY member steers SQLite to the (group, member) index: without it, it scans the
+            # whole group on the rank index, which also covers the query (1 s a batch at 5M entries).
+            existing = dict(
+                rows.filter(group=group, member__in=members).order_by("member").values_list("member", "sort_key")
+            )
             moved = [member for member, sort_key in chunk if member in existing and existing[member] != sort_key]
             if moved:
                 rows.filter(group=group, member__in=moved).delete()
