@@ -103,27 +103,32 @@ def fill(vendor: str, entries: int) -> None:
                 editor.add_constraint(IndexEntry, constraint)
 
 
-def write_throughput(index, entries: int, writes: int) -> dict:
-    """Single-entry adds at random depths, then their removes, each its own transaction (as a
-    stream batch of one); then the same as batches of 100 through apply()."""
+def write_throughput(backends: dict, entries: int, writes: int) -> dict:
+    """Per backend: single-entry adds at random depths, then their removes, each its own
+    transaction (a stream batch of one); then adds and removes in batches of 100. Done in rounds
+    of 100 entries, the backends taking turns, so that each sees the same share of the machine's
+    load; every round leaves the entries as it found them (so the plain one keeps the blocks right)."""
     rng = random.Random(1)
     fresh = [(f"bench-{n:06d}", time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(EPOCH + rng.randrange(entries) * 6))
               + f".{rng.randrange(10**6):06d}Z") for n in range(writes)]
-    started = time.perf_counter()
-    for entry in fresh:
-        index.add_many(GROUP, [entry])
-    adds = writes / (time.perf_counter() - started)
-    started = time.perf_counter()
-    for member, _ in fresh:
-        index.remove_many(GROUP, [member])
-    removes = writes / (time.perf_counter() - started)
-    started = time.perf_counter()
+    seconds = {name: {"adds": 0.0, "removes": 0.0, "batched": 0.0} for name in backends}
     for start in range(0, writes, 100):
-        index.add_many(GROUP, fresh[start : start + 100])
-    for start in range(0, writes, 100):
-        index.remove_many(GROUP, [member for member, _ in fresh[start : start + 100]])
-    batched = 2 * writes / (time.perf_counter() - started)
-    return {"adds_per_s": adds, "removes_per_s": removes, "batched_ops_per_s": batched}
+        chunk = fresh[start : start + 100]
+        for name, index in backends.items():
+            started = time.perf_counter()
+            for entry in chunk:
+                index.add_many(GROUP, [entry])
+            added = time.perf_counter()
+            for member, _ in chunk:
+                index.remove_many(GROUP, [member])
+            removed = time.perf_counter()
+            index.add_many(GROUP, chunk)
+            index.remove_many(GROUP, [member for member, _ in chunk])
+            seconds[name]["adds"] += added - started
+            seconds[name]["removes"] += removed - added
+            seconds[name]["batched"] += time.perf_counter() - removed
+    return {name: {"adds_per_s": writes / spent["adds"], "removes_per_s": writes / spent["removes"],
+                   "batched_ops_per_s": 2 * writes / spent["batched"]} for name, spent in seconds.items()}
 
 
 def run(vendor: str, args) -> dict:
@@ -164,20 +169,22 @@ def run(vendor: str, args) -> dict:
         n = blocks.count(GROUP)
         assert n == args.entries, (n, args.entries)
         ranks = {"0": 0, "n/5": n // 5, "n/2": n // 2, "last": n - 1}
-        reads = {}
         for label, rank in ranks.items():
-            expected = plain.at(GROUP, rank)
-            assert blocks.at(GROUP, rank) == expected, (label, blocks.at(GROUP, rank), expected)
-            reads[f"blocks at({label})"] = summary(timed(lambda: blocks.at(GROUP, rank), args.reads))
-            reads[f"plain at({label})"] = summary(timed(lambda: plain.at(GROUP, rank), args.plain_reads))
-        reads["blocks range(last-20, last)"] = summary(timed(lambda: blocks.range(GROUP, n - 21, n - 1), args.reads))
-        reads["blocks count()"] = summary(timed(lambda: blocks.count(GROUP), args.reads))
-        reads["plain count()"] = summary(timed(lambda: plain.count(GROUP), args.reads))
+            assert blocks.at(GROUP, rank) == plain.at(GROUP, rank), label
+        calls = {f"blocks at({label})": (lambda rank=rank: blocks.at(GROUP, rank)) for label, rank in ranks.items()}
+        calls["blocks range(last-20, last)"] = lambda: blocks.range(GROUP, n - 21, n - 1)
+        calls["blocks count()"] = lambda: blocks.count(GROUP)
+        calls["plain count()"] = lambda: plain.count(GROUP)
+        plain_calls = {f"plain at({label})": (lambda rank=rank: plain.at(GROUP, rank)) for label, rank in ranks.items()}
+        # Round robin, so that every read sees the same share of the shared machine's load.
+        samples = {label: [] for label in [*calls, *plain_calls]}
+        for repeat in range(args.reads):
+            for label, call in [*calls.items(), *(plain_calls.items() if repeat < args.plain_reads else [])]:
+                samples[label] += timed(call, 1)
+        reads = {label: summary(values) for label, values in samples.items()}
         result["reads"] = reads
         print(f"[{vendor}] writes ...", flush=True)
-        # The plain writes leave the entries as they found them, so the blocks stay right.
-        result["writes"] = {"plain": write_throughput(plain, n, args.writes),
-                            "blocks": write_throughput(blocks, n, args.writes)}
+        result["writes"] = write_throughput({"plain": plain, "blocks": blocks}, n, args.writes)
         print(f"[{vendor}] checking blocks ...", flush=True)
         started = time.perf_counter()
         result["check_blocks_problems"] = blocks.check_blocks(GROUP)
