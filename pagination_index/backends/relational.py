@@ -14,7 +14,7 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models import F
 
 from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
-from pagination_index.backends.blocks import BlockTree, Key
+from pagination_index.backends.blocks import MIN, BlockTree, Key
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
 Change = tuple[Key, int]  # ((sort_key, member), +1 added or -1 removed)
@@ -181,6 +181,7 @@ class RelationalIndex(PlainRelationalIndex):
         super().__init__(options)
         self.block_size = int(self.options.get("BLOCK_SIZE", self.default_block_size))
         self.fanout = int(self.options.get("FANOUT", self.default_fanout))
+        self._last_seen: dict[str, tuple[int, int]] = {}  # group -> (id, levels), for _state
         if self.block_size < 2 or self.fanout < 2:
             raise ImproperlyConfigured("RelationalIndex OPTIONS BLOCK_SIZE and FANOUT must be at least 2")
 
@@ -236,25 +237,38 @@ class RelationalIndex(PlainRelationalIndex):
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
     # --- reads --------------------------------------------------------------------------------
-    def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]]]:
-        """The group's row and its top level blocks (lowest first), in one statement."""
+    def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]] | None]:
+        """The group's row and its top level blocks (lowest first), in one statement. The blocks
+        are looked up by the group's id and top level as last seen (kept per process, checked
+        against the row, and read again when they moved): as literals they get the blocks index;
+        as a join or subqueries PostgreSQL plans a scan of every block."""
         connection = connections[self.using]
         quote = connection.ops.quote_name
-        sql = (
-            f"SELECT g.id, g.count, g.levels, g.version, b.floor_sort_key, b.floor_member, b.count"
-            f" FROM {quote(IndexGroup._meta.db_table)} g LEFT JOIN {quote(IndexBlock._meta.db_table)} b"
-            f" ON b.group_id = g.id AND b.level = g.levels - 1 WHERE g.name = %s"
-            f" ORDER BY b.floor_sort_key, b.floor_member"
-        )
-        if lock and connection.features.has_select_for_update:
-            sql += " FOR UPDATE OF g"
+        groups, blocks = quote(IndexGroup._meta.db_table), quote(IndexBlock._meta.db_table)
         with connection.cursor() as cursor:
-            cursor.execute(sql, [group])
-            rows = cursor.fetchall()
-        if not rows:
-            return None, []
+            if lock and connection.features.has_select_for_update:  # the lock first, then the reads
+                cursor.execute(f"SELECT id FROM {groups} WHERE name = %s FOR UPDATE", [group])
+            for _ in range(2):
+                seen = self._last_seen.get(group, (0, 0))
+                cursor.execute(
+                    f"SELECT id, count, levels, version, NULL AS sort_key, NULL AS member, NULL AS total"
+                    f" FROM {groups} WHERE name = %s UNION ALL"
+                    f" SELECT NULL, NULL, NULL, NULL, floor_sort_key, floor_member, count FROM {blocks}"
+                    f" WHERE group_id = %s AND level = %s ORDER BY 5, 6",
+                    [group, seen[0], seen[1] - 1],
+                )
+                rows = cursor.fetchall()
+                found = [GroupState(*row[:4]) for row in rows if row[0] is not None]
+                if not found:
+                    return None, []
+                state = found[0]
+                self._last_seen[group] = (state.id, state.levels)
+                if (state.id, state.levels) == seen or not state.levels:
+                    break
+            else:
+                return state, None  # the levels keep moving: the caller reads the top level itself
         top = [((sort_key, member), count) for *_, sort_key, member, count in rows if sort_key is not None]
-        return GroupState(*rows[0][:4]), top
+        return state, top
 
     def range(self, group: str, start: int, stop: int) -> list[Entry]:
         """Reads take no lock: they are retried while writes to the group commit underneath them
@@ -282,6 +296,8 @@ class RelationalIndex(PlainRelationalIndex):
         if not state.levels:  # filled before the blocks existed: until its next write
             return list(self._ordered(group)[start:stop]), None
         tree = self._tree(group, state.id, state.levels)
+        if top is None:
+            top = tree.items(state.levels - 1, MIN, None, descending=False)
         key, version = tree.locate(start, state.count, top)
         if key is None:  # a walk that missed saw blocks from two states (or broken ones): retry
             return [], -1 if version is None else version
