@@ -1,7 +1,11 @@
 """How the relational index's reads and writes behave at depth, blocks (RelationalIndex) against the
 plain ORDER BY ... OFFSET table (PlainRelationalIndex), on PostgreSQL and SQLite.
 
-    .venv/bin/python bench/relational_depth.py [--entries 5000000] [--databases postgresql,sqlite]
+    python -m bench.relational_depth [--entries 5000000] [--databases postgresql,sqlite]
+    python -m bench.relational_depth --smoke     # 20,000 entries: a quick check that it all works
+
+(bench/index_depth.py times at() of every backend across ranks; this one is the relational
+backend's own: count(), range(), write throughput and the block build and check, at 5M entries.)
 
 Each database is the benchmark's own: a `bench_<pid>` PostgreSQL database created and dropped here,
 and a SQLite file in a temporary folder (WAL, as `make run` uses it). One group is filled with
@@ -22,15 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import dj_database_url
+import django
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
-
-import django  # noqa: E402
-
 django.setup()
 
-import dj_database_url  # noqa: E402
 import psycopg  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
@@ -39,6 +40,7 @@ from django.db import DEFAULT_DB_ALIAS, connections  # noqa: E402
 from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex  # noqa: E402
 from pagination_index.models import IndexEntry  # noqa: E402
 
+RESULTS = Path(__file__).resolve().parent / "results"
 ALIAS = "bench"
 GROUP = "BIG"
 EPOCH = 1577836800  # 2020-01-01T00:00:00Z; one entry every 6 s
@@ -207,7 +209,8 @@ def run(vendor: str, args) -> dict:
 def machine() -> dict:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"cores": os.cpu_count(), "memory_gb": round(memory / 2**30, 1), "platform": platform.platform(),
-            "python": platform.python_version(), "emulator": "none (no DynamoDB involved)"}
+            "python": platform.python_version(), "load_average_at_end": os.getloadavg(),
+            "note": "shared machine; index stores only, no DynamoDB"}
 
 
 def print_table(results: list[dict]) -> None:
@@ -225,9 +228,10 @@ def print_table(results: list[dict]) -> None:
             print(f"  {key:30} {plain:10.0f} {blocks:10.0f} {plain / blocks:7.2f}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--entries", type=int, default=5_000_000)
+    parser.add_argument("--smoke", action="store_true", help="20,000 entries and few calls, a quick check")
     parser.add_argument("--databases", default="postgresql,sqlite")
     parser.add_argument("--reads", type=int, default=200, help="timed calls per blocks read")
     parser.add_argument("--plain-reads", type=int, default=5, help="timed calls per plain OFFSET read (slow at depth)")
@@ -236,15 +240,20 @@ def main() -> None:
     parser.add_argument("--fanout", type=int, default=RelationalIndex.default_fanout)
     parser.add_argument("--postgres-url", default=os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
     parser.add_argument("--sqlite-dir", default=None, help="where the temporary SQLite file goes (default: the system temp dir)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.entries, args.reads, args.plain_reads, args.writes = 20_000, 20, 2, 100
     results = [run(vendor.strip(), args) for vendor in args.databases.split(",")]
     print_table(results)
-    out = ROOT / "bench" / "results" / f"relational_depth-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    smoke = "smoke-" if args.smoke else ""
+    out = RESULTS / f"relational_depth-{smoke}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"command": " ".join(sys.argv), "machine": machine(), "results": results,
+    out.write_text(json.dumps({"command": " ".join(["python -m bench.relational_depth", *(argv or sys.argv[1:])]),
+                               "machine": machine(), "results": results,
                                "block_size": args.block_size, "fanout": args.fanout}, indent=2))
-    print(f"\nsaved {out.relative_to(ROOT)}")
+    print(f"\nsaved {out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

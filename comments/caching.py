@@ -39,9 +39,9 @@ def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
     return max(product.updated_at, parse_sk(newest_sk))
 
 
-def page_etag(request, product: Product, page: CommentPage) -> str:
-    """A strong ETag over everything the page renders that can change. The visitor's CSRF cookie is
-    part of it because a page with a form embeds a token derived from that cookie."""
+def page_etag(request, product: Product, page: CommentPage, *, has_form: bool) -> str:
+    """A strong ETag over everything the page renders that can change. On a page with the comment
+    form, the visitor's CSRF cookie is part of it: the form embeds a token derived from it."""
     shown = [
         template_fingerprint(),
         request.build_absolute_uri("/"),
@@ -49,7 +49,7 @@ def page_etag(request, product: Product, page: CommentPage) -> str:
         [page.number, page.paginator.count, page.count_is_estimate],
         [page.ratings.count, page.ratings.total] if page.ratings else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
-        request.COOKIES.get(settings.CSRF_COOKIE_NAME, ""),
+        request.COOKIES.get(settings.CSRF_COOKIE_NAME, "") if has_form else None,
     ]
     digest = hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
     return f'"{digest[:40]}"'
@@ -64,15 +64,16 @@ def has_pending_messages(request) -> bool:
     return len(get_messages(request)) > 0
 
 
-def is_personal(request, response) -> bool:
-    """Does the response depend on this visitor: a CSRF token rendered (or a CSRF cookie sent, which
-    the ETag folds in), the session read, a cookie set? Checked on 304s too, where nothing rendered."""
+def is_personal(request, response, *, has_form: bool) -> bool:
+    """Does the response depend on this visitor: a page with the form (its CSRF token; checked on
+    304s too, where nothing rendered), a token rendered anyway, the session read, a cookie set?"""
     session = getattr(request, "session", None)
-    return bool(request.META.get("CSRF_COOKIE_NEEDS_UPDATE") or settings.CSRF_COOKIE_NAME in request.COOKIES
+    return bool(has_form or request.META.get("CSRF_COOKIE_NEEDS_UPDATE")
                 or response.cookies or (session is not None and session.accessed))
 
 
-def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None, personal: bool = False):
+def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None,
+                      personal: bool = False, has_form: bool = False):
     """Validators, then `public` only when the page is the same for everyone; a page with a CSRF token
     stays cacheable by the visitor's own browser (`private`, `Vary: Cookie`); a flash message page is
     not stored at all."""
@@ -82,7 +83,7 @@ def set_cache_headers(request, response, *, etag: str | None, last_modified: dat
     response.headers["ETag"] = etag
     response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
     max_age = settings.COMMENTS_PAGE_MAX_AGE
-    if is_personal(request, response):
+    if is_personal(request, response, has_form=has_form):
         patch_cache_control(response, private=True, max_age=max_age)
         patch_vary_headers(response, ("Cookie",))
     else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from botocore.exceptions import ClientError
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 
 from pagination_index import aws
 from pagination_index.backends.base import BaseIndex
@@ -50,6 +50,9 @@ class StreamConsumer:
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
                  stop_event: threading.Event | None = None):
         self.index = index
+        # Checkpoints live beside a relational index (same database, same transaction); any other
+        # index is written first and checkpointed after, in the default database.
+        self.database = getattr(index, "using", DEFAULT_DB_ALIAS)
         self.stream_arn = stream_arn
         self.batch_size = batch_size
         self.stop_event = stop_event or threading.Event()
@@ -69,10 +72,11 @@ class StreamConsumer:
             kwargs["ExclusiveStartShardId"] = last
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
-        return {cp.shard_id: cp for cp in ShardCheckpoint.objects.filter(stream_arn=self.stream_arn)}
+        checkpoints = ShardCheckpoint.objects.using(self.database).filter(stream_arn=self.stream_arn)
+        return {cp.shard_id: cp for cp in checkpoints}
 
     def _checkpoint(self, shard: dict) -> ShardCheckpoint:
-        checkpoint, _ = ShardCheckpoint.objects.get_or_create(
+        checkpoint, _ = ShardCheckpoint.objects.using(self.database).get_or_create(
             stream_arn=self.stream_arn,
             shard_id=shard["ShardId"],
             defaults={"parent_shard_id": shard.get("ParentShardId", "")},
@@ -148,7 +152,7 @@ class StreamConsumer:
 
     def _commit(self, checkpoint: ShardCheckpoint, records: list[dict], *, finished: bool) -> int:
         """Apply a batch and move the checkpoint past it, in one transaction where the store allows."""
-        with transaction.atomic():
+        with transaction.atomic(using=self.database):
             ops = apply_records(self.index, records)
             if records:
                 checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]

@@ -10,5 +10,8 @@ urlpatterns = [
     path("robots.txt", views.robots_txt, name="robots-txt"),
     path("sitemap.xml", views.sitemap_index, name="sitemap"),
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
+    path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "shop.errors.bad_request"

@@ -1,98 +1,49 @@
 """The relational backend's counted blocks: the contract with tiny blocks (splits and merges on
-almost every write), on SQLite and on a PostgreSQL database of this run's own, a stateful property
-test against a sorted list, and the block checks."""
+almost every write) on SQLite and PostgreSQL, a stateful property test against a sorted list,
+concurrent writers, and the block checks."""
 from __future__ import annotations
 
-import os
 import random
 import threading
 from io import StringIO
 
-import dj_database_url
-import psycopg
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import connections
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from pagination_index.backends.base import Add, Remove, newest_first
 from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex
 from pagination_index.models import IndexBlock, IndexGroup
-from tests.conftest import service_missing
-from tests.pagination_index.contract import IndexContract, sk
+from tests.pagination_index.contract import sk
+from tests.pagination_index.test_backends import RelationalContract
 
 # Splits above 8 entries, merges under 2; upper blocks split above 6 children, merge at 1.
 TINY = {"BLOCK_SIZE": 4, "FANOUT": 3}
-POSTGRES_ALIAS = "index_blocks_pg"
-POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 
 
 def assert_blocks_sound(index, group):
     assert index.check_blocks(group) == []
 
 
-class TestTinyBlocksOnSQLite(IndexContract):
-    # Two entries a group never split a block; the default-size run in test_backends.py covers it.
+@pytest.mark.django_db
+class TestTinyBlocksOnSQLite(RelationalContract):
+    # Two entries a group never split a block; the default-size runs in test_backends.py cover it.
     test_thousands_of_groups = None
 
     @pytest.fixture
-    def index(self, db):
+    def index(self):
         return RelationalIndex(TINY)
 
-    @pytest.mark.django_db(transaction=True)
-    def test_replace_is_atomic_for_a_concurrent_reader(self, index):
-        super().test_replace_is_atomic_for_a_concurrent_reader(index)
 
-
-@pytest.fixture(scope="session")
-def postgres_index_database(django_db_blocker):
-    """A PostgreSQL database for this run only (named after the pid, dropped afterwards), migrated,
-    reachable as the POSTGRES_ALIAS connection."""
-    name = f"test_index_blocks_{os.getpid()}"
-    try:
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as admin:
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError as exc:
-        service_missing(f"PostgreSQL at {POSTGRES_URL}: {exc}")
-    config = dict(dj_database_url.parse(POSTGRES_URL), NAME=name)
-    connections.settings[POSTGRES_ALIAS] = connections.configure_settings({DEFAULT_DB_ALIAS: config})[DEFAULT_DB_ALIAS]
-    try:
-        with django_db_blocker.unblock():
-            call_command("migrate", "pagination_index", database=POSTGRES_ALIAS, verbosity=0)
-        yield POSTGRES_ALIAS
-    finally:
-        with django_db_blocker.unblock():
-            connections.close_all()
-        del connections.settings[POSTGRES_ALIAS]
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def postgres_index(postgres_index_database, django_db_blocker):
-    """A fresh RelationalIndex on the run's PostgreSQL database, tiny blocks by default."""
-    with django_db_blocker.unblock():
-        made = []
-
-        def make(options=TINY):
-            index = RelationalIndex(dict(options, DATABASE=postgres_index_database))
-            index.clear()
-            made.append(index)
-            return index
-
-        yield make
-        for index in made:
-            index.clear()
-        connections[postgres_index_database].close()
-
-
-class TestTinyBlocksOnPostgreSQL(IndexContract):
-    test_thousands_of_groups = None  # as on SQLite; the PostgreSQL contract run (issue 3) covers it
+@pytest.mark.django_db(databases="__all__")
+class TestTinyBlocksOnPostgreSQL(RelationalContract):
+    test_thousands_of_groups = None  # as on SQLite
 
     @pytest.fixture
-    def index(self, postgres_index):
-        return postgres_index()
+    def index(self, postgres_database):
+        return RelationalIndex(dict(TINY, DATABASE=postgres_database))
 
 
 # --- the blocks themselves ------------------------------------------------------------------------
@@ -255,8 +206,14 @@ def test_blocks_match_a_sorted_list_on_sqlite(db):
     run_machine(make_index)
 
 
-def test_blocks_match_a_sorted_list_on_postgresql(postgres_index):
-    run_machine(postgres_index, settings(MACHINE_SETTINGS, max_examples=10))
+@pytest.mark.django_db(databases="__all__")
+def test_blocks_match_a_sorted_list_on_postgresql(postgres_database):
+    def make_index():
+        index = RelationalIndex(dict(TINY, DATABASE=postgres_database))
+        index.clear()
+        return index
+
+    run_machine(make_index, settings(MACHINE_SETTINGS, max_examples=10))
 
 
 # --- check_index_blocks ---------------------------------------------------------------------------
@@ -338,5 +295,6 @@ def test_concurrent_writers_keep_blocks_exact_on_sqlite():
     concurrent_writers_keep_blocks_exact(RelationalIndex(TINY))
 
 
-def test_concurrent_writers_keep_blocks_exact_on_postgresql(postgres_index):
-    concurrent_writers_keep_blocks_exact(postgres_index())
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_concurrent_writers_keep_blocks_exact_on_postgresql(postgres_database):
+    concurrent_writers_keep_blocks_exact(RelationalIndex(dict(TINY, DATABASE=postgres_database)))

@@ -37,8 +37,13 @@ def stream_arn():
     return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]["LatestStreamArn"]
 
 
-@pytest.mark.django_db
-def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table):
+def checkpoints():
+    """The consumer's checkpoints, wherever the configured index keeps them."""
+    return ShardCheckpoint.objects.using(getattr(get_index(), "using", "default"))
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table, index_backend):
     a = factories.seed("A", 120, seed=1)
     b = factories.seed("B", 30, seed=2)
     call_command("sync_index", once=True, verbosity=0)
@@ -80,14 +85,14 @@ class CrashAfterApply(StreamConsumer):
         return super()._commit(checkpoint, records, finished=finished)
 
 
-@pytest.mark.django_db
-def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table):
+@pytest.mark.django_db(databases="__all__")
+def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table, index_backend):
     comments = factories.seed("A", 200, seed=4)
     for comment in comments[:30]:
         delete(comment)
     with pytest.raises(Crash):
         CrashAfterApply(index=get_index(), stream_arn=stream_arn(), batch_size=50).run(once=True)
-    checkpoint = ShardCheckpoint.objects.get()
+    checkpoint = checkpoints().get()
     assert checkpoint.sequence_number  # two batches were checkpointed, the third was not
     assert get_index().count("A") == 150  # ...but the third batch was applied
     call_command("sync_index", once=True, verbosity=0)
