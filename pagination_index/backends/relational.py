@@ -237,6 +237,18 @@ class RelationalIndex(PlainRelationalIndex):
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
     # --- reads --------------------------------------------------------------------------------
+    def count(self, group: str) -> int:
+        """One plain statement: pages ask for it on every request."""
+        connection = connections[self.using]
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT count FROM {connection.ops.quote_name(IndexGroup._meta.db_table)}"
+                               f" WHERE name = %s", [group])
+                found = cursor.fetchone()
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc
+        return found[0] if found else 0
+
     def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]] | None]:
         """The group's row and its top level blocks (lowest first), in one statement. The blocks
         are looked up by the group's id and top level as last seen (kept per process, checked
