@@ -35,6 +35,7 @@ import django
 import dj_database_url
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
 django.setup()
 
 import psycopg  # noqa: E402

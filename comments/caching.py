@@ -48,6 +48,7 @@ def page_etag(request, product: Product, page: CommentPage, *, has_form: bool) -
         [product.sku, product.name, product.description, str(product.price), product.updated_at.isoformat()],
         [page.number, page.paginator.count, page.count_is_estimate],
         [page.ratings.count, page.ratings.total] if page.ratings else None,
+        sorted(page.rating_stats.counts.items()) if page.rating_stats else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
         request.COOKIES.get(settings.CSRF_COOKIE_NAME, "") if has_form else None,
     ]

@@ -9,6 +9,8 @@ groups of equal jump size, in ascending order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
+from urllib.parse import urlencode
 
 STEP_MULTIPLIERS = (1, 2, 3, 5)
 
@@ -20,9 +22,21 @@ class PagerLink:
     current: bool = False
 
 
-def page_href(path: str, number: int) -> str:
-    """A page's URL relative to the site: page 1 is the bare product URL (DESIGN.md)."""
-    return path if number == 1 else f"{path}?page={number}"
+def filter_params(ratings: Sequence[int]) -> list[tuple[str, int]]:
+    """A rating filter as query parameters, in its one normalised order."""
+    return [("rating", rating) for rating in ratings]
+
+
+def page_href(path: str, number: int, ratings: Sequence[int] = ()) -> str:
+    """A page's URL relative to the site: page 1 is the bare product URL (DESIGN.md); a rating
+    filter comes first: "?rating=3&rating=5&page=4"."""
+    params = filter_params(ratings) + ([("page", number)] if number > 1 else [])
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+def cursor_href(path: str, cursor: str, ratings: Sequence[int] = ()) -> str:
+    """A "Load more" URL: the filter, then the cursor (comments/cursors.py)."""
+    return f"{path}?{urlencode(filter_params(ratings) + [('cursor', cursor)])}"
 
 
 def _steps(num_pages: int):
@@ -65,6 +79,6 @@ def pager_numbers(number: int, num_pages: int) -> set[int]:
     return {n for group in pager_groups(number, num_pages) for n in group} - {number}
 
 
-def pager_links(path: str, number: int, num_pages: int) -> list[list[PagerLink]]:
-    return [[PagerLink(n, page_href(path, n), n == number) for n in group]
+def pager_links(path: str, number: int, num_pages: int, ratings: Sequence[int] = ()) -> list[list[PagerLink]]:
+    return [[PagerLink(n, page_href(path, n, ratings), n == number) for n in group]
             for group in pager_groups(number, num_pages)]

@@ -1,40 +1,53 @@
-"""The comments table: key schema, the byProduct GSI and the stream (DESIGN.md, "Data model")."""
+"""The comments table: key schema, the byProduct and byRating GSIs and the stream (DESIGN.md,
+"Data model")."""
 from __future__ import annotations
+
+import time
 
 from botocore.exceptions import ClientError
 
 from pagination_index import aws
+from pagination_index.source import GROUP, MEMBER, RATING_GROUP, SORT_KEY
+
+GSI_WAIT_SECONDS = 600
+
+
+def _gsi(name: str, partition_key: str) -> dict:
+    return {
+        "IndexName": name,
+        "KeySchema": [
+            {"AttributeName": partition_key, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": "ALL"},
+    }
+
+
+def attribute_definitions() -> list[dict]:
+    return [{"AttributeName": name, "AttributeType": "S"} for name in (MEMBER, SORT_KEY, GROUP, RATING_GROUP)]
+
+
+def rating_index() -> dict:
+    return _gsi(aws.rating_index_name(), RATING_GROUP)
 
 
 def table_definition() -> dict:
     return {
         "TableName": aws.table_name(),
         "KeySchema": [
-            {"AttributeName": "PK", "KeyType": "HASH"},
-            {"AttributeName": "SK", "KeyType": "RANGE"},
+            {"AttributeName": MEMBER, "KeyType": "HASH"},
+            {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
         ],
-        "AttributeDefinitions": [
-            {"AttributeName": "PK", "AttributeType": "S"},
-            {"AttributeName": "SK", "AttributeType": "S"},
-            {"AttributeName": "PK2", "AttributeType": "S"},
-        ],
-        "GlobalSecondaryIndexes": [
-            {
-                "IndexName": aws.product_index_name(),
-                "KeySchema": [
-                    {"AttributeName": "PK2", "KeyType": "HASH"},
-                    {"AttributeName": "SK", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
-            }
-        ],
+        "AttributeDefinitions": attribute_definitions(),
+        "GlobalSecondaryIndexes": [_gsi(aws.product_index_name(), GROUP), rating_index()],
         "BillingMode": "PAY_PER_REQUEST",
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     }
 
 
 def create_tables() -> bool:
-    """Create the comments table if it is missing and wait until it is active; True if created."""
+    """Create the comments table if it is missing and wait until it is active; True if created.
+    A table made before the byRating GSI existed gets it from add_rating_index()."""
     client = aws.dynamodb()
     try:
         client.create_table(**table_definition())
@@ -45,6 +58,37 @@ def create_tables() -> bool:
         created = False
     client.get_waiter("table_exists").wait(TableName=aws.table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     return created
+
+
+def _index_statuses() -> dict[str, str]:
+    table = aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]
+    return {gsi["IndexName"]: gsi.get("IndexStatus", "ACTIVE") for gsi in table.get("GlobalSecondaryIndexes", [])}
+
+
+def add_rating_index() -> bool:
+    """UpdateTable to create the byRating GSI if the table lacks it, then wait until it is ACTIVE
+    (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`).
+    True if it had to be created."""
+    name = aws.rating_index_name()
+    added = False
+    if name not in _index_statuses():
+        try:
+            aws.dynamodb().update_table(
+                TableName=aws.table_name(),
+                AttributeDefinitions=attribute_definitions(),
+                GlobalSecondaryIndexUpdates=[{"Create": rating_index()}],
+            )
+            added = True
+        except ClientError:
+            if name not in _index_statuses():
+                raise
+            # someone else added it meanwhile: wait for theirs
+    deadline = time.monotonic() + GSI_WAIT_SECONDS
+    while _index_statuses().get(name) != "ACTIVE":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"GSI {name!r} on {aws.table_name()!r} is not ACTIVE after {GSI_WAIT_SECONDS} s")
+        time.sleep(1)
+    return added
 
 
 def delete_tables() -> None:

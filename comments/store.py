@@ -10,6 +10,7 @@ from typing import Iterable
 from botocore.exceptions import ClientError
 
 from pagination_index import aws
+from pagination_index.source import group_attribute, group_index_name, rating_group
 
 SK_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 BATCH_WRITE_MAX = 25
@@ -27,6 +28,11 @@ class Comment:
     @property
     def created(self) -> datetime:
         return parse_sk(self.sk)
+
+    @property
+    def rating_group(self) -> str:
+        """The byRating partition (and index group) this comment is in: PK2R."""
+        return rating_group(self.sku, self.rating)
 
     @property
     def order_key(self) -> tuple[str, str]:
@@ -62,6 +68,7 @@ def item_from_comment(comment: Comment) -> dict:
         "PK": {"S": comment.pk},
         "SK": {"S": comment.sk},
         "PK2": {"S": comment.sku},
+        "PK2R": {"S": comment.rating_group},
         "author": {"S": comment.author},
         "body": {"S": comment.body},
         "rating": {"N": str(comment.rating)},
@@ -130,32 +137,34 @@ def get_comment(pk: str, sk: str) -> Comment | None:
     return comment_from_item(item) if item else None
 
 
-def newest(sku: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
-    """`count` comments of a product in index order, and whether the product has none beyond them.
+def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
+    """`count` comments of a group in index order, and whether the group has none beyond them.
 
+    A group is a GSI partition: a product's SKU (byProduct) or "<SKU>/<rating>" (byRating).
     Without `after`: from the newest. With `after`, an index entry (PK, SK), and skip=0: just after
-    that comment, using its
-    keys as ExclusiveStartKey. With skip>0: from `after`'s SK inclusive, dropping the first `skip`
-    comments in index order (the tie case: DynamoDB orders equal SKs its own way, so an
-    ExclusiveStartKey inside a run of equal SKs would not say where our order resumes).
+    that comment, using its keys as ExclusiveStartKey. With skip>0: from `after`'s SK inclusive,
+    dropping the first `skip` comments in index order (the tie case: DynamoDB orders equal SKs its
+    own way, so an ExclusiveStartKey inside a run of equal SKs would not say where our order resumes;
+    this form needs only the SK, which is what cursors carry).
 
     Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
     whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
     """
     need = skip + count
+    attribute = group_attribute(group)
     kwargs = {
         "TableName": aws.table_name(),
-        "IndexName": aws.product_index_name(),
+        "IndexName": group_index_name(group),
         "ScanIndexForward": False,
-        "ExpressionAttributeValues": {":sku": {"S": sku}},
-        "KeyConditionExpression": "PK2 = :sku",
+        "ExpressionAttributeValues": {":g": {"S": group}},
+        "KeyConditionExpression": f"{attribute} = :g",
         "Limit": need + 1,
     }
     if after is not None and skip:
-        kwargs["KeyConditionExpression"] = "PK2 = :sku AND SK <= :sk"
+        kwargs["KeyConditionExpression"] = f"{attribute} = :g AND SK <= :sk"
         kwargs["ExpressionAttributeValues"][":sk"] = {"S": after[1]}
     elif after is not None:
-        kwargs["ExclusiveStartKey"] = {"PK2": {"S": sku}, "SK": {"S": after[1]}, "PK": {"S": after[0]}}
+        kwargs["ExclusiveStartKey"] = {attribute: {"S": group}, "SK": {"S": after[1]}, "PK": {"S": after[0]}}
     client = aws.dynamodb()
     items: list[dict] = []
     exhausted = False
@@ -172,3 +181,42 @@ def newest(sku: str, count: int, *, after: tuple[str, str] | None = None, skip: 
         kwargs["Limit"] = max(need + 1 - len(items), 10)
     comments = sorted(map(comment_from_item, items), key=lambda c: c.order_key, reverse=True)
     return comments[skip:need], exhausted and len(comments) <= need
+
+
+def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on_scanned=None) -> tuple[int, int]:
+    """One Scan segment: set PK2R on every comment that lacks it; returns (found, updated).
+
+    The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
+    overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
+    """
+    client = aws.dynamodb()
+    kwargs = {
+        "TableName": aws.table_name(),
+        "Segment": segment,
+        "TotalSegments": segments,
+        "FilterExpression": "attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
+        "ProjectionExpression": "PK, SK, PK2, rating",
+    }
+    found = updated = 0
+    while True:
+        response = client.scan(**kwargs)
+        if on_scanned:
+            on_scanned(response.get("ScannedCount", 0))
+        for item in response.get("Items", []):
+            found += 1
+            if dry_run:
+                continue
+            try:
+                client.update_item(
+                    TableName=aws.table_name(),
+                    Key={"PK": item["PK"], "SK": item["SK"]},
+                    UpdateExpression="SET PK2R = :g",
+                    ConditionExpression="attribute_not_exists(PK2R) AND attribute_exists(PK)",
+                    ExpressionAttributeValues={":g": {"S": rating_group(item["PK2"]["S"], int(item["rating"]["N"]))}},
+                )
+                updated += 1
+            except client.exceptions.ConditionalCheckFailedException:
+                pass
+        if "LastEvaluatedKey" not in response:
+            return found, updated
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

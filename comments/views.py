@@ -9,11 +9,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import get_conditional_response
 from django.views.decorators.http import require_safe
 
-from comments import caching, seo
+from comments import caching, cursors, seo
 from comments.forms import CommentForm
-from comments.pager import page_href, pager_links
+from comments.pager import cursor_href, page_href, pager_links
 from comments.recent import posted_keys, remember_posted
-from comments.selectors import parse_page_number, product_comment_page
+from comments.selectors import (
+    RATINGS, InvalidFilter, parse_page_number, parse_ratings, product_comment_cursor_page, product_comment_page,
+)
 from comments.services import comment_create
 from comments.throttle import comment_post_allowed
 from pagination_index import IndexUnavailable
@@ -30,14 +32,35 @@ def service_unavailable(request, what: str):
     return response
 
 
+def bad_request(request, message: str):
+    return render(request, "400.html", {"message": message}, status=400)
+
+
 @require_safe
 def product_detail(request, sku):
+    """A product and one page of its comments: `?page=N`, optionally `?rating=3&rating=5` (filtered
+    pages are noindex), or `?cursor=...` ("Load more")."""
     product = get_object_or_404(Product, sku=sku)
     values = request.GET.getlist("page")
-    if values == ["1"]:
-        return HttpResponsePermanentRedirect(product.get_absolute_url())
     try:
-        page = product_comment_page(sku=sku, number=parse_page_number(values), pinned=posted_keys(request, sku))
+        ratings = parse_ratings(request.GET.getlist("rating"))
+    except InvalidFilter as exc:
+        raise Http404(str(exc)) from exc
+    path = product.get_absolute_url()
+    if values == ["1"]:
+        return HttpResponsePermanentRedirect(page_href(path, 1, ratings))
+    cursor = request.GET.getlist("cursor")
+    try:
+        if cursor:
+            if values or len(cursor) != 1:
+                return bad_request(request, "A cursor link takes no page number.")
+            page = product_comment_cursor_page(sku=sku, position=cursors.decode(cursor[0], sku, ratings),
+                                               ratings=ratings)
+        else:
+            page = product_comment_page(sku=sku, number=parse_page_number(values), ratings=ratings,
+                                        pinned=posted_keys(request, sku))
+    except cursors.InvalidCursor as exc:
+        return bad_request(request, str(exc))
     except InvalidPage as exc:
         raise Http404(str(exc)) from exc
     except IndexUnavailable:
@@ -46,10 +69,11 @@ def product_detail(request, sku):
     except (BotoCoreError, ClientError):
         logger.warning("DynamoDB failed for %s page %s", sku, values, exc_info=True)
         return service_unavailable(request, "the comment store")
+    request.page_number, request.page_served_by = page.number, page.served_by  # for the request log line
 
     # The form (and its CSRF token, which makes a page private) only on page 1: deeper pages link
     # to it, so shared caches and crawlers can keep them.
-    has_form = page.number == 1
+    has_form = page.number == 1 and not (ratings or cursor)
     personal = caching.has_pending_messages(request)
     etag = caching.page_etag(request, product, page, has_form=has_form)
     last_modified = caching.product_last_modified(product, page.newest_sk)
@@ -59,20 +83,35 @@ def product_detail(request, sku):
             return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified,
                                              has_form=has_form)
 
-    path = product.get_absolute_url()
     number, num_pages = page.number, page.paginator.num_pages
     product_url = request.build_absolute_uri(path)
-    canonical = request.build_absolute_uri(page_href(path, number))
+    canonical = request.build_absolute_uri(page_href(path, number, ratings))
+    previous_url = page_href(path, number - 1, ratings) if page.has_previous() else None
+    # A cursor page continues with its cursor ("Load more"), not with numbered neighbours.
+    next_url = page_href(path, number + 1, ratings) if page.has_next() and not cursor else None
+    # "Load more" only where robots.txt already keeps crawlers out (filters, cursors): unfiltered
+    # pages link numbered pages only, so a crawler never meets a disallowed link.
+    more_url = (cursor_href(path, cursors.encode(sku, ratings, page.resume), ratings)
+                if (ratings or cursor) and page.has_more() else None)
     response = render(request, "comments/product_detail.html", {
         "product": product,
         "page_obj": page,
         "comments": page.object_list,
-        "pager": pager_links(path, number, num_pages),
-        "previous_url": page_href(path, number - 1) if page.has_previous() else None,
-        "next_url": page_href(path, number + 1) if page.has_next() else None,
-        "previous_absolute_url": request.build_absolute_uri(page_href(path, number - 1)) if page.has_previous() else None,
-        "next_absolute_url": request.build_absolute_uri(page_href(path, number + 1)) if page.has_next() else None,
+        "pager": pager_links(path, number, num_pages, ratings),
+        "previous_url": previous_url,
+        "next_url": next_url,
+        "previous_absolute_url": request.build_absolute_uri(previous_url) if previous_url else None,
+        "next_absolute_url": request.build_absolute_uri(next_url) if next_url else None,
+        "more_url": more_url,
         "canonical_url": canonical,
+        # Filters and cursors only re-slice the product's numbered pages: crawlers may follow their
+        # links but not index them (robots.txt keeps them out too). Their canonical stays their own
+        # URL: pointing it at another page while saying noindex would send search engines two
+        # contradicting signals.
+        "noindex": bool(ratings or cursor),
+        "ratings": ratings,
+        "rating_choices": [(rating, rating in ratings) for rating in RATINGS],
+        "rating_stats": page.rating_stats,
         "meta_description": seo.meta_description(product, page.paginator.count, number, num_pages),
         "json_ld": seo.product_json_ld(product=product, url=product_url, page_url=canonical,
                                        comments=page.object_list, ratings=page.ratings),

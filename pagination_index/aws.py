@@ -19,11 +19,13 @@ CLIENT_CONFIG = Config(
     retries={"max_attempts": 4, "mode": "standard"},
     max_pool_connections=32,
 )
+# Health checks want a fast answer, not a patient one: one attempt, short timeouts.
+PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1, "mode": "standard"})
 
 
-def _client_kwargs() -> dict:
+def _client_kwargs(client_config: Config = CLIENT_CONFIG) -> dict:
     config = settings.DYNAMODB
-    kwargs = {"region_name": config["REGION"], "config": CLIENT_CONFIG}
+    kwargs = {"region_name": config["REGION"], "config": client_config}
     if config.get("ENDPOINT_URL"):
         kwargs["endpoint_url"] = config["ENDPOINT_URL"]
         # DynamoDB Local accepts any credentials; don't make developers configure fake ones.
@@ -39,6 +41,12 @@ def dynamodb():
 
 
 @functools.cache
+def dynamodb_probe():
+    """A DynamoDB client for /readyz: it fails within seconds instead of retrying."""
+    return boto3.session.Session().client("dynamodb", **_client_kwargs(PROBE_CONFIG))
+
+
+@functools.cache
 def dynamodbstreams():
     return boto3.session.Session().client("dynamodbstreams", **_client_kwargs())
 
@@ -51,8 +59,13 @@ def product_index_name() -> str:
     return settings.DYNAMODB["GSI"]
 
 
+def rating_index_name() -> str:
+    return settings.DYNAMODB["RATING_GSI"]
+
+
 def reset_clients() -> None:
     dynamodb.cache_clear()
+    dynamodb_probe.cache_clear()
     dynamodbstreams.cache_clear()
 
 

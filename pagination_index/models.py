@@ -78,3 +78,17 @@ class ShardCheckpoint(models.Model):
 
     def __str__(self):
         return f"{self.shard_id} @ {self.sequence_number or 'TRIM_HORIZON'}"
+
+
+class LagSample(models.Model):
+    """How far behind the table the index was, sampled by the stream consumer (for /ops/'s chart).
+
+    `lag_seconds` is the largest age seen since the previous sample of a record when it was applied;
+    0 means the consumer was caught up. A gap in the samples means the consumer was not running.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    lag_seconds = models.FloatField()
+
+    def __str__(self):
+        return f"{self.at:%H:%M:%S} {self.lag_seconds:.1f}s"

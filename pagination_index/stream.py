@@ -17,6 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 
 from pagination_index import aws
 from pagination_index.backends.base import BaseIndex
+from pagination_index.lag import LagSampler, record_lag
 from pagination_index.models import ShardCheckpoint
 from pagination_index.source import records_ops
 
@@ -58,6 +59,7 @@ class StreamConsumer:
         self.stop_event = stop_event or threading.Event()
         self.client = aws.dynamodbstreams()
         self._iterators: dict[str, str] = {}
+        self.lag = LagSampler()
 
     # --- shards -------------------------------------------------------------------------------
     def describe_shards(self) -> list[dict]:
@@ -161,7 +163,12 @@ class StreamConsumer:
                     checkpoint.last_record_at = created
             checkpoint.finished = finished
             checkpoint.save()
-        logger.debug("applied %d records (%d ops) from %s", len(records), ops, checkpoint.shard_id)
+        lag = record_lag(records[-1]["dynamodb"].get("ApproximateCreationDateTime")) if records else None
+        self.lag.note(lag)
+        logger.info("sync batch", extra={"fields": {
+            "records": len(records), "ops": ops, "shard": checkpoint.shard_id, "finished": finished,
+            "lag_seconds": None if lag is None else round(lag, 3),
+        }})
         return ops
 
     def run(self, *, once: bool, poll_seconds: float = 1.0, on_poll=None) -> PollResult:
@@ -172,6 +179,9 @@ class StreamConsumer:
             total.records += result.records
             total.ops += result.ops
             total.finished_shards += result.finished_shards
+            if not result.records:
+                self.lag.note(0.0)  # caught up: nothing is waiting
+            self.lag.flush(force=once and not result.records)
             if on_poll:
                 on_poll(result)
             if once:

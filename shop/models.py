@@ -1,10 +1,13 @@
+from django.core.validators import RegexValidator
 from django.db import models
 from django.urls import reverse
 
 
 class Product(models.Model):
     sku = models.CharField("SKU", max_length=100, unique=True,
-                           help_text="The product's key in the comments table (PK2). Cannot contain '/'.")
+                           help_text="The product's key in the comments table (PK2). Cannot contain '/'.",
+                           # "/" separates the SKU from the rating in the byRating key (PK2R = "SKU/4").
+                           validators=[RegexValidator(r"\A[^/]+\Z", "A SKU cannot contain '/'.")])
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     price = models.DecimalField(max_digits=10, decimal_places=2)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SHOP_VAR_DIR", BASE_DIR / "var"))
@@ -23,7 +24,13 @@ def env_list(name, default):
 
 
 DEBUG = env_bool("DJANGO_DEBUG")
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me")
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me" if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set. With DEBUG off (no DJANGO_DEBUG=1) the site refuses to start without a "
+        "secret key: set DJANGO_SECRET_KEY to a long random string, e.g. the output of "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 
 INSTALLED_APPS = [
@@ -37,10 +44,14 @@ INSTALLED_APPS = [
     "pagination_index",
     "shop",
     "comments",
+    "ops",
 ]
 
 MIDDLEWARE = [
+    "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "shop.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -135,6 +146,13 @@ if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
         },
     }
 
+# --- Rating filters, cursors and the comments API (issue 9) ------------------------------------
+# The byRating GSI (PK2R = "<SKU>/<rating>", SK) serves filtered pages; one index group per partition.
+DYNAMODB["RATING_GSI"] = "byRating"
+# API page size: default and upper bound of ?limit=.
+COMMENTS_API_DEFAULT_LIMIT = 20
+COMMENTS_API_MAX_LIMIT = 100
+
 # --- Pagination index -----------------------------------------------------------------------
 PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",
@@ -178,14 +196,75 @@ if PAGINATION_INDEX["BACKEND"] == "pagination_index.backends.relational.Relation
         FANOUT=int(os.environ.get("PAGINATION_INDEX_FANOUT", "64")),
     )
 
+# --- Production: static files, HTTPS, security headers, logging ------------------------------
+# Static files are served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build)
+# under content-hashed names, so they can be cached forever.
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", STATIC_ROOT))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": os.environ.get(
+            "DJANGO_STATICFILES_STORAGE",
+            "django.contrib.staticfiles.storage.StaticFilesStorage" if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage",
+        ),
+    },
+}
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+# DJANGO_HTTPS=1: the site is served over HTTPS, usually behind a proxy or load balancer that ends TLS
+# and sets X-Forwarded-Proto (it must overwrite any such header from the client).
+HTTPS = env_bool("DJANGO_HTTPS")
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    # Load balancer probes speak plain HTTP to the process: never redirect them.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD")
+SESSION_COOKIE_HTTPONLY = True
+# X-Content-Type-Options: nosniff, Referrer-Policy and Cross-Origin-Opener-Policy come from
+# SecurityMiddleware; X-Frame-Options from XFrameOptionsMiddleware.
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = os.environ.get("DJANGO_REFERRER_POLICY", "strict-origin-when-cross-origin")
+X_FRAME_OPTIONS = "DENY"
+# No inline scripts or styles anywhere. JSON-LD (<script type="application/ld+json">) is a data block,
+# never executed, so script-src does not apply to it.
+CONTENT_SECURITY_POLICY = os.environ.get(
+    "DJANGO_CSP",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+)
+
+# Logging: one structured line per request (shop.middleware) and per stream batch
+# (pagination_index.stream); JSON objects when LOG_FORMAT=json, else readable key=value lines.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"()": "shop.logs.KeyValueFormatter"},
+        "json": {"()": "shop.logs.JSONFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+
+# --- Operations: health checks and /ops/ --------------------------------------------------------
+# sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
+LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
+LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
+# /ops/ counts the table for at most this many products (one COUNT Query each).
+OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
 
 # --- Search engines and HTTP caching (issue 7) ----------------------------------------------
 # Product pages: Cache-Control max-age in seconds (public for cookie-less visitors, else private).

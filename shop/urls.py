@@ -1,6 +1,7 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path, re_path
 
+from comments import api as comment_api
 from comments import views as comment_views
 from shop import views
 
@@ -11,7 +12,10 @@ urlpatterns = [
     path("sitemap.xml", views.sitemap_index, name="sitemap"),
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
     path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
+    path("api/products/<str:sku>/comments", comment_api.product_comments, name="api-product-comments"),
+    re_path(r"^api/", comment_api.not_found),
     path("admin/", admin.site.urls),
+    path("", include("ops.urls")),
 ]
 
 handler400 = "shop.errors.bad_request"

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from stack.dynamodb_local import ROOT, DynamoDBLocal, DynamoDBLocalError, is_up
 
-VAR = ROOT / "var"
+VAR = Path(os.environ.get("SHOP_VAR_DIR", ROOT / "var")).resolve()  # as shop/settings.py reads it
 DYNAMODB_PORT = int(os.environ.get("DYNAMODB_LOCAL_PORT", "8001"))
 WEB_ADDRESS = os.environ.get("WEB_ADDRESS", "127.0.0.1:8000")
 
@@ -27,7 +27,7 @@ def prepare(env: dict) -> None:
 
     django.setup()
     call_command("migrate", interactive=False, verbosity=0)
-    call_command("create_tables")
+    call_command("create_tables", backfill=True)  # an older var/ gets the byRating GSI and PK2R
     call_command("seed_demo", if_empty=True)
     call_command("sync_index", once=True, verbosity=0)
     call_command("rebuild_index", if_empty=True)
@@ -39,7 +39,7 @@ def _interrupt(signum, frame):
 
 def main() -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops everything as cleanly as Ctrl-C
-    VAR.mkdir(exist_ok=True)
+    VAR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{DYNAMODB_PORT}", PYTHONUNBUFFERED="1")
     env.setdefault("DJANGO_DEBUG", "1")
     database = None
@@ -64,6 +64,9 @@ def main() -> int:
         print(f"make run: {exc}", file=sys.stderr)
         return 1
     finally:
+        # Clean-up must finish even if the user signals again: ignore further signals meanwhile.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)

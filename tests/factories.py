@@ -11,19 +11,23 @@ from shop.models import Product
 BASE = datetime(2020, 1, 1, tzinfo=timezone.utc)
 
 
-def make_comments(sku: str, count: int, *, seed: int = 0, ties: list[tuple[int, int]] = ()) -> list[Comment]:
+def make_comments(sku: str, count: int, *, seed: int = 0, ties: list[tuple[int, int]] = (),
+                  rating_weights: list[int] | None = None) -> list[Comment]:
     """`count` comments with distinct SKs, then each (first, last) rank range in `ties` (newest-first
-    ranks) made to share one SK, so runs of equal sort keys straddle chosen page boundaries."""
+    ranks) made to share one SK, so runs of equal sort keys straddle chosen page boundaries. Ratings
+    cycle 1..5, or are drawn with `rating_weights` (for ratings 1..5)."""
     rng = random.Random(seed)
     micros = sorted(rng.sample(range(10**14), count), reverse=True)
     sks = [format_sk(BASE + timedelta(microseconds=m)) for m in micros]
     for first, last in ties:
         for rank in range(first, last + 1):
             sks[rank] = sks[first]
+    ratings = ([1 + i % 5 for i in range(count)] if rating_weights is None
+               else rng.choices(range(1, 6), rating_weights, k=count))
     return [
         Comment(pk=uuid.UUID(int=rng.getrandbits(128), version=4).hex, sk=sk, sku=sku,
-                author=f"Author {i}", body=f"Comment body {i} <b>not bold</b>", rating=1 + i % 5)
-        for i, sk in enumerate(sks)
+                author=f"Author {i}", body=f"Comment body {i} <b>not bold</b>", rating=rating)
+        for i, (sk, rating) in enumerate(zip(sks, ratings))
     ]
 
 

@@ -62,6 +62,14 @@ def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda entry: (entry[1], entry[0]), reverse=True)
 
 
+def is_newer(entry: Entry, sort_key: str, member: str | None = None) -> bool:
+    """Whether `entry` comes before (sort_key, member) in index order; with member None, before
+    every entry with that sort key."""
+    if member is None:
+        return entry[1] > sort_key
+    return (entry[1], entry[0]) > (sort_key, member)
+
+
 class BaseIndex:
     def __init__(self, options: dict | None = None):
         self.options = dict(options or {})
@@ -103,6 +111,26 @@ class BaseIndex:
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
         return {group: self.count(group) for group in groups}
+
+    def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
+        """How many entries come strictly before (sort_key, member) in index order: the rank that
+        entry has or would have. With member None, the entries with a greater sort_key.
+
+        This default is a binary search over at(): O(log n) reads. Backends override it with one call.
+        """
+        low, high = 0, self.count(group)
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.at(group, middle)
+            if entry is not None and is_newer(entry, sort_key, member):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def count_newer_many(self, groups: Iterable[str], sort_key: str, member: str | None = None) -> dict[str, int]:
+        """count_newer() of one key in several groups (filtered pages ask it of every chosen group)."""
+        return {group: self.count_newer(group, sort_key, member) for group in groups}
 
     def groups(self) -> list[str]:
         """Every non-empty group (rebuild, verify, operators)."""

@@ -186,6 +186,40 @@ class BlockTree:
         )
         return [tuple(row) for row in rows], version
 
+    @staticmethod
+    def _newer(columns: str, sort_key: str, member: str | None) -> tuple[str, list]:
+        """SQL and params for (columns) coming before (sort_key, member) in index order, i.e. a
+        greater key; with member None, a greater sort key."""
+        first = columns.split(",")[0]
+        if member is None:
+            return f"{first} > %s", [sort_key]
+        return f"({columns}) > (%s, %s) AND {first} >= %s", [sort_key, member, sort_key]
+
+    def count_newer(self, sort_key: str, member: str | None) -> tuple[int, int | None]:
+        """How many entries come before (sort_key, member), and the group's version then: the
+        blocks wholly newer are summed level by level, and only the entries of the one level 0
+        block holding the key are counted."""
+        lo, hi, total = MIN, None, 0
+        floors = "floor_sort_key, floor_member"
+        newer, newer_params = self._newer(floors, sort_key, member)
+        for level in range(self.levels - 1, -1, -1):
+            where, params = self._between(floors, lo, hi)
+            scope = f"FROM {self.blocks} WHERE group_id = %s AND level = %s{where}"
+            scope_params = [self.group_id, level, *params]
+            total += self._rows(f"SELECT COALESCE(SUM(count), 0) {scope} AND {newer}", scope_params + newer_params)[0][0]
+            holding = self._rows(f"SELECT {floors} {scope} AND NOT ({newer}) ORDER BY floor_sort_key DESC,"
+                                 f" floor_member DESC LIMIT 1", scope_params + newer_params)
+            above = self._rows(f"SELECT {floors} {scope} AND {newer} ORDER BY floor_sort_key, floor_member LIMIT 1",
+                               scope_params + newer_params)
+            lo, hi = tuple(holding[0]), (tuple(above[0]) if above else hi)
+        where, params = self._between("sort_key, member", lo, hi)
+        newer, newer_params = self._newer("sort_key, member", sort_key, member)
+        rows, version = self._with_version(
+            f"SELECT COUNT(*) AS newer FROM {self.entries} WHERE {self.group_column} = %s{where} AND {newer}",
+            [self.group, *params, *newer_params],
+        )
+        return total + rows[0][0], version
+
     # --- bulk build -----------------------------------------------------------------------------
     def build(self, count: int | None = None) -> int:
         """Drop the group's blocks and build them from its entries (`count` of them, counted here

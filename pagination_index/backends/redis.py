@@ -33,6 +33,8 @@ MAX_EXACT_SCORE = 2**53
 # Members per ZADD/ZREM command, and commands sent per round trip while filling a temporary key.
 CHUNK = 5000
 COMMANDS_PER_ROUND_TRIP = 20
+# count_newer(): members read at once from a run of equal scores; longer runs are bisected by rank.
+TIE_FETCH = 256
 # A temporary key left by a replace() that died half-way expires by itself.
 TEMP_KEY_SECONDS = 3600
 
@@ -62,6 +64,10 @@ def score_sort_key(score: float | int) -> str:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _chunks(items: list, size: int = CHUNK):
@@ -206,6 +212,50 @@ class RedisIndex(BaseIndex):
         except RedisError as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
         return [(_text(member), score_sort_key(score)) for member, score in found]
+
+    def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
+        return self.count_newer_many([group], sort_key, member)[group]
+
+    def count_newer_many(self, groups: Iterable[str], sort_key: str, member: str | None = None) -> dict[str, int]:
+        """ZCOUNT of the greater scores; with a member, plus the members greater than it in the run of
+        equal scores (Redis orders a run by member bytes, as the index orders ties; ZRANGEBYLEX is
+        undefined across scores, so the run is read: whole when short, which is one round trip for
+        every group together, else bisected by rank)."""
+        groups = list(groups)
+        score = sort_key_score(sort_key)
+        wanted = None if member is None else _bytes(member)
+        try:
+            with self.client.pipeline(transaction=True) as pipe:
+                for group in groups:
+                    pipe.zcount(self.key(group), f"({score}", "+inf")
+                    if wanted is not None:
+                        pipe.zrevrangebyscore(self.key(group), score, score, start=0, num=TIE_FETCH + 1)
+                replies = iter(pipe.execute())
+            counts = {}
+            for group in groups:
+                newer = next(replies)
+                if wanted is not None:
+                    run = [_bytes(name) for name in next(replies)]
+                    if len(run) <= TIE_FETCH:
+                        newer += sum(1 for name in run if name > wanted)
+                    else:
+                        newer += self._greater_in_run(group, newer, score, wanted)
+                counts[group] = newer
+        except RedisError as exc:
+            raise IndexUnavailable(f"redis index: {exc}") from exc
+        return counts
+
+    def _greater_in_run(self, group: str, first: int, score: int, wanted: bytes) -> int:
+        """In a long run of equal scores starting at rank `first`: how many members are greater."""
+        low, high = 0, self.client.zcount(self.key(group), score, score)
+        while low < high:
+            middle = (low + high) // 2
+            [name] = self.client.zrevrange(self.key(group), first + middle, first + middle) or [b""]
+            if _bytes(name) > wanted:
+                low = middle + 1
+            else:
+                high = middle
+        return low
 
     def groups(self) -> list[str]:
         """Every non-empty group. Each write that creates a group's set adds its name to the registry

@@ -4,17 +4,15 @@ as "—", and service comes back by itself when Redis does. Redis is really unre
 port, or a redis-server of the test's own that it stops and starts again."""
 import shutil
 import socket
-import subprocess
-import time
 
 import pytest
-import redis
 from django.core.management import call_command
 
 from pagination_index import IndexUnavailable, get_index
 from tests import factories
 from tests.conftest import service_missing
 from tests.pages import parse
+from tests.services import RedisServer
 
 SKU = "DOWN-1"
 TOTAL = 260  # 13 pages: 10 fast ones, 3 from the index
@@ -48,40 +46,6 @@ def use_redis_at(settings):
                                      "OPTIONS": {"CACHE": "index", "KEY_PREFIX": "pidx:"}}
 
     return point
-
-
-class RedisServer:
-    """A redis-server of this test's own, on a free port, its dump file in a temporary folder."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.port = free_port()
-        self.process = None
-
-    def start(self) -> "RedisServer":
-        self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder), "--dbfilename", "dump.rdb", "--logfile", "redis.log"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
-        for _ in range(100):
-            try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
-
-    def stop(self) -> None:
-        """Save to disk and exit, as an operator's SHUTDOWN SAVE would."""
-        redis.Redis(port=self.port).shutdown(save=True)
-        self.process.wait(10)
-
-    def kill(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ def test_comment_create_puts_one_item(comments_table):
     comment = comment_create(sku="SVC-1", author="Ann", rating=5, body="Great")
     [item] = items()
     assert item == store.item_from_comment(comment)
-    assert set(item) == {"PK", "SK", "PK2", "author", "body", "rating"}
+    assert set(item) == {"PK", "SK", "PK2", "PK2R", "author", "body", "rating"}
     assert item["PK2"] == {"S": "SVC-1"} and item["rating"] == {"N": "5"}
+    assert item["PK2R"] == {"S": "SVC-1/5"}  # the byRating GSI's key (issue 9)
     assert store.get_comment(comment.pk, comment.sk) == comment
 
 

@@ -228,3 +228,54 @@ class IndexContract:
         assert index.count_many(["g1", "g2"]) == {"g1": 0, "g2": 0}
         index.add_many("g1", [("b", sk(2))])
         assert index.range("g1", 0, 10) == [("b", sk(2))]
+
+    # --- count_newer: the rank an entry has or would have (filtered pages, issue 9) -------------
+    def test_count_newer_in_an_empty_or_unknown_group(self, index):
+        assert index.count_newer("nothing-here", sk(5)) == 0
+        assert index.count_newer("nothing-here", sk(5), "m") == 0
+        assert index.count_newer_many(["nothing-here", "nor-here"], sk(5), "m") == {"nothing-here": 0, "nor-here": 0}
+
+    def test_count_newer_is_the_rank_of_present_and_absent_keys(self, index):
+        entries = [("m1", sk(5)), ("m3", sk(5)), ("m2", sk(5)), ("old", sk(1)), ("new", sk(9))]
+        index.add_many("g", entries)
+        ordered = newest_first(entries)
+        for rank, (member, sort_key) in enumerate(ordered):
+            assert index.count_newer("g", sort_key, member) == rank
+        assert index.count_newer("g", sk(5)) == 1  # member None: only strictly greater sort keys
+        assert index.count_newer("g", sk(5), "m4") == 1  # absent, before the whole run of ties
+        assert index.count_newer("g", sk(5), "m25") == 2  # absent, inside the run (m3 > m25 > m2)
+        assert index.count_newer("g", sk(5), "") == 4  # absent, after the whole run
+        assert index.count_newer("g", sk(99)) == 0
+        assert index.count_newer("g", sk(0)) == 5
+        assert index.count_newer("g", sk(3), "zzz") == 4
+
+    def test_count_newer_many_counts_each_group(self, index):
+        index.add_many("a", [("a1", sk(1)), ("a5", sk(5)), ("a7", sk(7))])
+        index.add_many("b", [("b5", sk(5)), ("b6", sk(6))])
+        assert index.count_newer_many(["a", "b", "c"], sk(5), "b5") == {"a": 1, "b": 1, "c": 0}
+        assert index.count_newer_many(["a", "b"], sk(5)) == {"a": 1, "b": 1}
+        assert index.count_newer_many(["a", "b"], sk(5), "a5") == {"a": 1, "b": 2}
+
+    def test_count_newer_matches_a_sorted_list(self, index):
+        rng = random.Random(9)
+        entries = {f"m{rng.randrange(10**6):06d}": sk(rng.randrange(1, 50)) for _ in range(400)}
+        index.add_many("g", list(entries.items()))
+        ordered = newest_first(entries.items())
+        keys = [(order, member) for member, order in entries.items()]
+        for _ in range(60):
+            sort_key = sk(rng.randrange(0, 52)) if rng.random() < 0.5 else rng.choice(keys)[0]
+            member = rng.choice([None, f"m{rng.randrange(10**6):06d}", rng.choice(keys)[1]])
+            if member is None:
+                expected = sum(1 for _, s in ordered if s > sort_key)
+            else:
+                expected = sum(1 for m, s in ordered if (s, m) > (sort_key, member))
+            assert index.count_newer("g", sort_key, member) == expected, (sort_key, member)
+
+    def test_count_newer_inside_a_long_run_of_ties(self, index):
+        """More equal sort keys than a backend may read at once (Redis reads 256)."""
+        members = [f"m{i:04d}" for i in range(700)]
+        index.add_many("g", [(member, sk(5)) for member in members] + [("newer", sk(6)), ("older", sk(4))])
+        for probe in ("m0000", "m0123", "m0350", "m0699", "m0350x", "a", "z"):
+            expected = 1 + sum(1 for member in members if member > probe)
+            assert index.count_newer("g", sk(5), probe) == expected, probe
+        assert index.count_newer_many(["g", "h"], sk(5), "m0500") == {"g": 1 + 199, "h": 0}

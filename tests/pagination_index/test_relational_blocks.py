@@ -122,7 +122,7 @@ SORT_KEYS = st.integers(0, 12).map(sk)  # few distinct sort keys: many ties, bro
 
 
 class BlocksMatchASortedList(RuleBasedStateMachine):
-    """Random adds, removes, moves, replaces and batches on tiny blocks, so that nearly every step
+    """Random adds, removes, moves, replaces, batches and count_newer on tiny blocks, so that nearly every step
     splits or merges a block somewhere; after each step the index equals a sorted list."""
 
     make_index = None  # set by the test that runs the machine
@@ -175,6 +175,12 @@ class BlocksMatchASortedList(RuleBasedStateMachine):
         expected = self.expected()
         rank = data.draw(st.integers(-1, len(expected) + 1))
         assert self.index.at("g", rank) == (expected[rank] if 0 <= rank < len(expected) else None)
+
+    @rule(sort_key=SORT_KEYS, member=st.one_of(st.none(), MEMBERS))
+    def count_newer(self, sort_key, member):
+        expected = sum(1 for entry in self.expected() if (entry[1] > sort_key if member is None
+                                                           else (entry[1], entry[0]) > (sort_key, member)))
+        assert self.index.count_newer("g", sort_key, member) == expected
 
     @rule(start=st.integers(0, 45), length=st.integers(0, 20))
     def range(self, start, length):

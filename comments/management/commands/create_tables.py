@@ -1,14 +1,29 @@
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from comments.schema import create_tables
+from comments.schema import add_rating_index, create_tables
 from pagination_index import aws
 
 
 class Command(BaseCommand):
-    help = "Create the DynamoDB comments table (keys, byProduct GSI, stream) if it does not exist. Idempotent."
+    help = (
+        "Create the DynamoDB comments table (keys, byProduct and byRating GSIs, stream) if it does not exist, "
+        "or add the byRating GSI to an older table and wait until it is active. Idempotent."
+    )
 
-    def handle(self, *args, verbosity, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--backfill", action="store_true",
+                            help="When the byRating GSI had to be added, run backfill_rating_keys right away.")
+
+    def handle(self, *args, backfill, verbosity, **options):
         created = create_tables()
+        added = add_rating_index()
         if verbosity >= 1:
             state = "created" if created else "already exists"
             self.stdout.write(self.style.SUCCESS(f"table {aws.table_name()!r} {state}"))
+            if added:
+                self.stdout.write(self.style.SUCCESS(f"GSI {aws.rating_index_name()!r} added to the table"))
+        if added and backfill:
+            call_command("backfill_rating_keys", verbosity=verbosity, stdout=self.stdout)
+        elif added and verbosity >= 1:
+            self.stdout.write("run `manage.py backfill_rating_keys` to give older comments their PK2R")

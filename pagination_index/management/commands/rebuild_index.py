@@ -11,7 +11,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--product", action="append", default=[], metavar="SKU",
-                            help="Rebuild only this product's group (repeatable).")
+                            help="Rebuild only this product's groups: its own and its rating groups (repeatable).")
         parser.add_argument("--segments", type=int, default=4, help="Parallel Scan segments for a full rebuild.")
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing unless the index is empty while the table is not.")
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         if segments < 1:
             raise CommandError("--segments must be at least 1")
         if product:
-            groups = {sku: list(source.group_entries(sku)) for sku in product}
+            groups = {group: entries for sku in product for group, entries in source.product_entries(sku).items()}
         else:
             groups = source.all_entries(segments=segments)
             for stale in set(index.groups()) - set(groups):

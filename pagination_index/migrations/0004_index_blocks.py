@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pagination_index', '0002_postgresql_covering_index'),
+        ('pagination_index', '0003_lag_samples'),
     ]
 
     operations = [

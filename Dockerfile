@@ -1,0 +1,31 @@
+# The shop's image: gunicorn serving the site, also used for `init` and `sync` (docker-compose.yml).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# Runtime dependencies only (requirements-dev.txt stays out of the image); psycopg[binary] and
+# the rest are wheels, so no compiler is needed.
+COPY requirements.txt ./
+RUN pip install -r requirements.txt
+
+RUN useradd --system --create-home --uid 10001 --user-group shop
+
+COPY manage.py gunicorn.conf.py ./
+COPY shop ./shop
+COPY comments ./comments
+COPY pagination_index ./pagination_index
+COPY ops ./ops
+COPY templates ./templates
+COPY static ./static
+
+# Hashed, compressed static files for WhiteNoise; the key only lets settings load for this step.
+RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input --verbosity 0
+
+USER shop
+EXPOSE 8000
+CMD ["gunicorn", "--config", "gunicorn.conf.py", "shop.wsgi"]

@@ -1,0 +1,50 @@
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.exceptions import ClientError
+from django.core.management.base import BaseCommand, CommandError
+
+from comments.store import rating_key_updates
+from pagination_index import aws
+from pagination_index.progress import Progress
+
+
+class Command(BaseCommand):
+    help = (
+        "Give every comment written before the byRating GSI its PK2R (\"<SKU>/<rating>\"): a Scan for items "
+        "without it and one conditional UpdateItem each (never overwriting a PK2R written meanwhile). "
+        "The stream carries the changes to the index's rating groups; run sync_index afterwards (or let it run)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--segments", type=int, default=2, help="Parallel Scan segments (default: %(default)s).")
+        parser.add_argument("--dry-run", action="store_true", help="Count the items that lack PK2R; change nothing.")
+
+    def handle(self, *args, segments, dry_run, verbosity, **options):
+        if segments < 1:
+            raise CommandError("--segments must be at least 1")
+        client = aws.dynamodb()
+        try:
+            approximate = client.describe_table(TableName=aws.table_name())["Table"].get("ItemCount", 0)
+        except ClientError as exc:
+            raise CommandError(f"cannot read table {aws.table_name()!r}: {exc}") from exc
+        progress = Progress(self.stdout, approximate, "scanning comments")
+        lock = threading.Lock()
+
+        def scanned(count: int) -> None:
+            with lock:
+                progress.advance(count)
+
+        def segment(number: int) -> tuple[int, int]:
+            return rating_key_updates(segment=number, segments=segments, dry_run=dry_run, on_scanned=scanned)
+
+        with ThreadPoolExecutor(max_workers=segments) as pool:
+            results = list(pool.map(segment, range(segments)))
+        if verbosity >= 1:
+            progress.finish()
+        missing = sum(found for found, _ in results)
+        updated = sum(written for _, written in results)
+        if dry_run:
+            self.stdout.write(self.style.SUCCESS(f"{missing} comments lack PK2R (dry run: nothing changed)"))
+        else:
+            self.stdout.write(self.style.SUCCESS(f"{updated} of {missing} comments without PK2R updated"))

@@ -1,0 +1,104 @@
+"""Reads for health checks and the /ops/ status page."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from django.db import connection
+
+from pagination_index import aws, index, source
+from pagination_index.models import LagSample, ShardCheckpoint
+from shop.models import Product
+
+logger = logging.getLogger(__name__)
+
+READINESS_GROUP = "__readyz__"  # an index group no product uses: count() of it is a cheap round trip
+
+
+def _check_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_dynamodb() -> None:
+    aws.dynamodb_probe().describe_table(TableName=aws.table_name())
+
+
+def _check_index() -> None:
+    index.count(READINESS_GROUP)
+
+
+READINESS_CHECKS = {"database": _check_database, "dynamodb": _check_dynamodb, "index": _check_index}
+
+
+def readiness() -> dict[str, str]:
+    """Each dependency of a page, "ok" or what failed (the exception's type: details go to the log)."""
+    results = {}
+    for name, check in READINESS_CHECKS.items():
+        try:
+            check()
+        except Exception as exc:  # any failure means not ready; /readyz must answer, never raise
+            logger.warning("readiness check %s failed", name, exc_info=True)
+            results[name] = f"failed: {type(exc).__name__}"
+        else:
+            results[name] = "ok"
+    return results
+
+
+@dataclass(frozen=True)
+class ProductCounts:
+    sku: str
+    name: str
+    table: int | None  # None when it could not be read
+    index: int | None
+
+    @property
+    def drift(self) -> int | None:
+        """Index minus table: positive when the index holds comments the table no longer has."""
+        if self.table is None or self.index is None:
+            return None
+        return self.index - self.table
+
+
+def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str], bool]:
+    """Table and index counts for the first `limit` products, the errors met reading them, and
+    whether there are more products than that."""
+    products = list(Product.objects.order_by("sku")[: limit + 1])
+    truncated = len(products) > limit
+    products = products[:limit]
+    errors: list[str] = []
+    try:
+        index_counts = index.count_many([product.sku for product in products])
+    except Exception as exc:
+        errors.append(f"index: {type(exc).__name__}: {exc}")
+        index_counts = {}
+    rows = []
+    table_failed = False
+    for product in products:
+        table_count = None
+        if not table_failed:
+            try:
+                table_count = source.group_count(product.sku)
+            except Exception as exc:
+                errors.append(f"DynamoDB: {type(exc).__name__}: {exc}")
+                table_failed = True  # one failure is enough to know: don't wait on every product
+        rows.append(ProductCounts(product.sku, product.name, table_count, index_counts.get(product.sku)))
+    return rows, errors, truncated
+
+
+def stream_checkpoints() -> list[ShardCheckpoint]:
+    return list(ShardCheckpoint.objects.order_by("-updated_at"))
+
+
+def lag_samples(*, since: datetime) -> list[LagSample]:
+    return list(LagSample.objects.filter(at__gte=since).order_by("at"))
+
+
+def latest_lag_sample() -> LagSample | None:
+    return LagSample.objects.order_by("-at").first()
+
+
+def lag_window(hours: float = 1.0) -> tuple[datetime, datetime]:
+    now = datetime.now(timezone.utc)
+    return now - timedelta(hours=hours), now

@@ -1,0 +1,51 @@
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+
+from ops import selectors
+from ops.charts import lag_chart
+
+RETRY_AFTER_SECONDS = 10
+
+
+@never_cache
+def healthz(request):
+    """The process is up and answers; touches no dependency (a liveness probe)."""
+    return HttpResponse("ok\n", content_type="text/plain")
+
+
+@never_cache
+def readyz(request):
+    """Every dependency of a page answers (a readiness probe): 200, or 503 naming what failed."""
+    checks = selectors.readiness()
+    ready = all(result == "ok" for result in checks.values())
+    response = JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
+                            status=200 if ready else 503)
+    if not ready:
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    return response
+
+
+@never_cache
+@staff_member_required
+def status(request):
+    """Health at a glance: per product table vs index counts, the stream consumer, and its lag."""
+    rows, errors, truncated = selectors.product_counts(limit=settings.OPS_MAX_PRODUCTS)
+    start, end = selectors.lag_window(hours=1)
+    samples = selectors.lag_samples(since=start)
+    chart = lag_chart([(sample.at, sample.lag_seconds) for sample in samples], start=start, end=end,
+                      gap=timedelta(seconds=max(3 * settings.LAG_SAMPLE_SECONDS, 30)))
+    return render(request, "ops/status.html", {
+        "rows": rows,
+        "errors": errors,
+        "truncated": truncated,
+        "checkpoints": selectors.stream_checkpoints(),
+        "latest_lag": selectors.latest_lag_sample(),
+        "samples": samples,
+        "chart": chart,
+        "readiness": selectors.readiness(),
+    })

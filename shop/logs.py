@@ -1,0 +1,55 @@
+"""Log formatters: one line per event, its fields as JSON (LOG_FORMAT=json) or as key=value pairs.
+
+Callers pass an event's fields with `extra={"fields": {...}}`; the message stays a short event name
+("request", "sync batch"), so the same call reads well in either format.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+
+
+def _fields(record: logging.LogRecord) -> dict:
+    fields = getattr(record, "fields", None)
+    return fields if isinstance(fields, dict) else {}
+
+
+def _plain(value) -> str:
+    text = "" if value is None else str(value)
+    if not text or any(ch.isspace() or ch in '"=' for ch in text):
+        return json.dumps(text)
+    return text
+
+
+class KeyValueFormatter(logging.Formatter):
+    """`2026-11-21 22:00:00,123 INFO shop.request request method=GET path=/ status=200 ...`"""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record):
+        line = super().format(record)
+        fields = _fields(record)
+        if not fields:
+            return line
+        head, newline, rest = line.partition("\n")  # keep a traceback after the fields
+        pairs = " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
+        return f"{head} {pairs}{newline}{rest}"
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the event's fields, and any traceback."""
+
+    def format(self, record):
+        entry = {
+            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in _fields(record).items():
+            entry.setdefault(key, value)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)

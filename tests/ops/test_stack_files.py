@@ -1,0 +1,150 @@
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine: the Compose file is
+validated by `docker-compose config`, and everything the files run or copy must exist here."""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from django.core.management import get_commands, load_command_class
+
+from tests.conftest import service_missing
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+
+@pytest.fixture(scope="module")
+def compose():
+    """The Compose file as `docker-compose config` resolves it (anchors, merges, variables)."""
+    if not shutil.which("docker-compose"):
+        service_missing("docker-compose is not installed (Debian: apt-get install docker-compose)")
+    result = subprocess.run(["docker-compose", "--file", str(COMPOSE), "--project-directory", str(ROOT), "config"],
+                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def shell_words(command) -> list[str]:
+    return command if isinstance(command, list) else shlex.split(command)
+
+
+def manage_calls(command) -> list[list[str]]:
+    """Every `python manage.py NAME ARGS...` in a service command, `sh -c` scripts included."""
+    words = shell_words(command)
+    if words[:2] == ["sh", "-c"]:
+        calls = []
+        for part in re.split(r"&&|;|\bthen\b|\bfi\b", words[2]):
+            found = re.search(r"python manage\.py (.+)", part)
+            if found:
+                calls.append(shlex.split(found.group(1)))
+        return calls
+    if words[:2] == ["python", "manage.py"]:
+        return [words[2:]]
+    return []
+
+
+def test_services_and_start_up_order(compose):
+    services = compose["services"]
+    assert set(services) == {"dynamodb", "redis", "postgres", "init", "web", "sync"}
+    for name in ("dynamodb", "redis", "postgres", "web"):
+        assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+    assert {dep: cond["condition"] for dep, cond in services["init"]["depends_on"].items()} == {
+        "dynamodb": "service_healthy", "redis": "service_healthy", "postgres": "service_healthy"}
+    for name in ("web", "sync"):
+        assert services[name]["depends_on"] == {"init": {"condition": "service_completed_successfully"}}
+
+
+def test_data_lives_on_volumes(compose):
+    services = compose["services"]
+    dynamodb = services["dynamodb"]
+    assert dynamodb["image"].startswith("amazon/dynamodb-local")
+    assert dynamodb["command"][-3:] == ["-sharedDb", "-dbPath", "/home/dynamodblocal/data"]
+    assert any(v.startswith("dynamodb-data:/home/dynamodblocal/data") for v in dynamodb["volumes"])
+    assert any(v.startswith("postgres-data:/var/lib/postgresql/data") for v in services["postgres"]["volumes"])
+    assert set(compose["volumes"]) >= {"dynamodb-data", "postgres-data"}
+
+
+def test_app_services_use_redis_index_and_postgres(compose):
+    for name in ("init", "web", "sync"):
+        env = compose["services"][name]["environment"]
+        assert env["PAGINATION_INDEX_BACKEND"] == "redis" and env["CACHE_BACKEND"] == "redis"
+        assert env["DATABASE_URL"].startswith("postgres://")
+        assert env["DYNAMODB_ENDPOINT_URL"] == "http://dynamodb:8000"
+        assert env["DJANGO_SECRET_KEY"] and "DJANGO_DEBUG" not in env
+
+
+def test_every_manage_command_exists_with_its_options(compose):
+    commands = get_commands()
+    calls = [call for service in compose["services"].values() if "command" in service
+             for call in manage_calls(service["command"])]
+    names = [call[0] for call in calls]
+    assert names == ["migrate", "create_tables", "seed_demo", "rebuild_index", "sync_index"]
+    for name, *args in calls:
+        assert name in commands, f"manage.py {name} does not exist"
+        parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+        parser.parse_args(args)  # an unknown option exits (SystemExit) and fails the test
+
+
+def test_web_runs_gunicorn_with_the_projects_config(compose):
+    words = shell_words(compose["services"]["web"]["command"])
+    assert words[0] == "gunicorn"
+    config = words[words.index("--config") + 1]
+    assert (ROOT / config).is_file()
+    module = words[-1]
+    assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
+    assert compose["services"]["web"]["ports"][0]["target"] == 8000
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    return [tuple(line.split(None, 1)) for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_dockerfile_slim_non_root_runtime_deps_only():
+    instructions = dockerfile_instructions()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    users = [arg for op, arg in instructions if op == "USER"]
+    assert users and users[-1] not in {"root", "0"}
+    copied = [arg.split()[:-1] for op, arg in instructions if op == "COPY"]
+    sources = [source for group in copied for source in group if not source.startswith("--")]
+    for source in sources:
+        assert (ROOT / source).exists(), f"Dockerfile copies {source}, which does not exist"
+    assert "requirements-dev.txt" not in sources and "tests" not in sources
+    # Every app in INSTALLED_APPS that lives in this project is copied into the image.
+    from django.conf import settings
+    local_apps = {app.split(".")[0] for app in settings.INSTALLED_APPS if (ROOT / app.split(".")[0]).is_dir()}
+    assert local_apps <= set(sources)
+    runs = " ".join(arg for op, arg in instructions if op == "RUN")
+    assert "pip install -r requirements.txt" in runs and "collectstatic" in runs
+    cmd = [arg for op, arg in instructions if op == "CMD"][-1]
+    assert "gunicorn.conf.py" in cmd and (ROOT / "gunicorn.conf.py").is_file()
+
+
+def test_the_images_files_are_enough_to_run(tmp_path):
+    """Only what the Dockerfile copies, in a folder of its own: settings load, the checks pass,
+    collectstatic runs, and gunicorn loads its config and the WSGI app."""
+    for op, arg in dockerfile_instructions():
+        if op != "COPY" or arg.startswith("requirements"):
+            continue
+        *sources, target = arg.split()
+        for source in sources:
+            destination = tmp_path / (target if target not in {"./", "."} else source).removeprefix("./")
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, destination, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(ROOT / source, destination)
+    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "shop.settings",
+           "DJANGO_SECRET_KEY": "image-test-only-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "DJANGO_STATIC_ROOT": str(tmp_path / "collected")}
+    for command in (["manage.py", "check"], ["manage.py", "collectstatic", "--no-input", "-v", "0"],
+                    ["-m", "gunicorn", "--check-config", "--config", "gunicorn.conf.py", "shop.wsgi"]):
+        result = subprocess.run([sys.executable, *command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, f"{command}: {result.stdout}{result.stderr}"
+    assert list((tmp_path / "collected" / "css").glob("shop.*.css.gz"))  # hashed and compressed

@@ -1,0 +1,12 @@
+"""Settings for the test suite: shop.settings as production runs it (DEBUG off), with a test-only
+secret key and plain static file storage, so pages render without running collectstatic first."""
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-not-secret-5b2f7c0e9a1d4e6b8c3f2a7d1e0b9c8a")
+os.environ.setdefault("DJANGO_STATICFILES_STORAGE", "django.contrib.staticfiles.storage.StaticFilesStorage")
+
+from shop.settings import *  # noqa: E402,F401,F403
+
+# WhiteNoise serves straight from the apps' static folders; there is no collected STATIC_ROOT here.
+STATIC_ROOT = None
+WHITENOISE_USE_FINDERS = True
