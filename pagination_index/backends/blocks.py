@@ -206,7 +206,8 @@ class BlockTree:
             where, params = self._between(floors, lo, hi)
             scope = f"FROM {self.blocks} WHERE group_id = %s AND level = %s{where}"
             scope_params = [self.group_id, level, *params]
-            total += self._rows(f"SELECT COALESCE(SUM(count), 0) {scope} AND {newer}", scope_params + newer_params)[0][0]
+            total += int(self._rows(f"SELECT COALESCE(SUM(count), 0) {scope} AND {newer}",  # numeric on PostgreSQL
+                                    scope_params + newer_params)[0][0])
             holding = self._rows(f"SELECT {floors} {scope} AND NOT ({newer}) ORDER BY floor_sort_key DESC,"
                                  f" floor_member DESC LIMIT 1", scope_params + newer_params)
             above = self._rows(f"SELECT {floors} {scope} AND {newer} ORDER BY floor_sort_key, floor_member LIMIT 1",
@@ -423,4 +424,4 @@ class BlockTree:
             return self._rows(sql, [self.group, *params])[0][0]
         where, params = self._between("floor_sort_key, floor_member", lo, hi)
         sql = f"SELECT COALESCE(SUM(count), 0) FROM {self.blocks} WHERE group_id = %s AND level = %s{where}"
-        return self._rows(sql, [self.group_id, level - 1, *params])[0][0]
+        return int(self._rows(sql, [self.group_id, level - 1, *params])[0][0])
