@@ -32,7 +32,7 @@ def record_ops(record: dict) -> list[Op]:
         return []  # MODIFY that touched neither the group nor the sort key
     ops: list[Op] = []
     if old and (new is None or old[:2] != new[:2]):
-        ops.append(Remove(old[0], old[1]))
+        ops.append(Remove(old[0], old[1], old[2]))
     if new:
         ops.append(Add(*new))
     return ops

@@ -125,6 +125,10 @@ PAGINATION_INDEX = {
 }
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 
+# --- Stream sync (issue 5) ------------------------------------------------------------------
+# A shard lease lasts this long unless renewed: how soon a standby sync_index takes over.
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
