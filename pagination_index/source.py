@@ -66,7 +66,7 @@ def group_entries(group: str) -> Iterator[Entry]:
         yield item[MEMBER]["S"], item[SORT_KEY]["S"]
 
 
-def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
+def _scan_segment(segment: int, segments: int, on_item=None) -> dict[str, list[Entry]]:
     found: dict[str, list[Entry]] = {}
     items = _paginate(
         aws.dynamodb().scan,
@@ -79,14 +79,17 @@ def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
     for item in items:
         if GROUP in item:
             found.setdefault(item[GROUP]["S"], []).append((item[MEMBER]["S"], item[SORT_KEY]["S"]))
+        if on_item:
+            on_item()
     return found
 
 
-def all_entries(segments: int = 4) -> dict[str, list[Entry]]:
-    """Every group's entries, by a parallel Scan of the table."""
+def all_entries(segments: int = 4, on_item=None) -> dict[str, list[Entry]]:
+    """Every group's entries, by a parallel Scan of the table; on_item() is called per item read
+    (from the Scan's threads)."""
     merged: dict[str, list[Entry]] = {}
     with ThreadPoolExecutor(max_workers=segments) as pool:
-        for part in pool.map(_scan_segment, range(segments), [segments] * segments):
+        for part in pool.map(_scan_segment, range(segments), [segments] * segments, [on_item] * segments):
             for group, entries in part.items():
                 merged.setdefault(group, []).extend(entries)
     return merged
@@ -96,6 +99,11 @@ def table_has_items() -> bool:
     response = aws.dynamodb().scan(TableName=aws.table_name(), Limit=1, ProjectionExpression="#m",
                                    ExpressionAttributeNames={"#m": MEMBER})
     return bool(response.get("Items"))
+
+
+def approximate_item_count() -> int:
+    """DescribeTable's ItemCount: refreshed every few hours by DynamoDB, good for a progress bar."""
+    return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"].get("ItemCount", 0)
 
 
 def stream_arn() -> str | None:

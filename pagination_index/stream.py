@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
 
@@ -20,12 +21,20 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from pagination_index import aws
 from pagination_index.backends.base import BaseIndex
-from pagination_index.leases import LeaseLost, lease_acquire, lease_hold, lease_release, new_owner_id
+from pagination_index.leases import (
+    LeaseLost,
+    lease_acquire,
+    lease_hold,
+    lease_release,
+    leases_renew,
+    leases_take,
+    new_owner_id,
+)
 from pagination_index.models import ShardCheckpoint
 from pagination_index.source import records_ops
 from pagination_index.stale import stale_groups_mark
@@ -174,6 +183,24 @@ class StreamConsumer:
                 ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(finished=True, lease_owner="")
                 checkpoint.finished = True
 
+    def note_position(self, checkpoint: ShardCheckpoint, shard: dict) -> None:
+        """Give a shard never read a checkpoint at its current end, without applying anything
+        (rebuild_index: what is in the table now need not be replayed from the stream)."""
+        ending = shard.get("SequenceNumberRange", {}).get("EndingSequenceNumber")
+        if ending:  # closed: all of it is older than the rebuild's read
+            checkpoint.sequence_number, checkpoint.finished = ending, True
+        else:
+            iterator = self._iterator(checkpoint, PollResult())
+            while iterator:
+                response = self._call(self.client.get_records, ShardIterator=iterator, Limit=1000)
+                records = response.get("Records", [])
+                if records:
+                    checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
+                iterator = response.get("NextShardIterator") if records else None
+        ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(
+            sequence_number=checkpoint.sequence_number, finished=checkpoint.finished
+        )
+
     # --- reading ------------------------------------------------------------------------------
     def poll(self) -> PollResult:
         """One pass: read every shard we can lease up to its current end."""
@@ -300,3 +327,35 @@ class StreamConsumer:
         finally:
             lease_release(stream_arn=self.stream_arn, owner=self.owner)
         return total
+
+
+@contextmanager
+def stream_paused(*, index: BaseIndex, stream_arn: str, lease_seconds: float):
+    """Hold every shard's lease (rebuild_index): consumers apply nothing meanwhile and resume from
+    checkpoints noted before the table is read, so every write made during the rebuild is replayed
+    onto the rebuilt groups (ops are idempotent and keep per-item order). Yields the checkpoints."""
+    consumer = StreamConsumer(index=index, stream_arn=stream_arn, owner=new_owner_id("rebuild"),
+                              lease_seconds=lease_seconds)
+    shards = {shard["ShardId"]: shard for shard in consumer.describe_shards()}
+    checkpoints = leases_take(stream_arn=stream_arn, shards=list(shards.values()), owner=consumer.owner,
+                              seconds=lease_seconds)
+    for checkpoint in checkpoints:
+        if checkpoint.shard_id in shards and not checkpoint.sequence_number and not checkpoint.finished:
+            consumer.note_position(checkpoint, shards[checkpoint.shard_id])
+    done = threading.Event()
+
+    def keep_leases():
+        try:
+            while not done.wait(lease_seconds / 3):
+                leases_renew(stream_arn=stream_arn, owner=consumer.owner, seconds=lease_seconds)
+        finally:
+            connection.close()
+
+    keeper = threading.Thread(target=keep_leases, name="rebuild-leases", daemon=True)
+    keeper.start()
+    try:
+        yield checkpoints
+    finally:
+        done.set()
+        keeper.join()
+        lease_release(stream_arn=stream_arn, owner=consumer.owner)
