@@ -43,7 +43,8 @@ def stream_arn():
 
 class Faults:
     """Make the real DynamoDB Streams client fail its next calls as AWS does, via botocore's
-    before-call event: an error code gives a 400 ClientError, an exception instance is raised."""
+    before-call event: an error code gives a 400 ClientError, an exception instance is raised, None
+    lets a call through."""
 
     def __init__(self):
         self.client = aws.dynamodbstreams()
@@ -62,6 +63,8 @@ class Faults:
             if not self.queued[operation]:
                 return None
             error = self.queued[operation].pop(0)
+            if error is None:  # let this call through
+                return None
             self.injected += 1
             if isinstance(error, Exception):
                 raise error
