@@ -93,6 +93,7 @@ class PollResult:
     ops: int = 0
     finished_shards: list[str] = field(default_factory=list)
     trimmed: list[str] = field(default_factory=list)  # what was lost, one line per loss
+    leased_elsewhere: set[str] = field(default_factory=set)  # shards another consumer holds
 
 
 class StreamConsumer:
@@ -235,6 +236,7 @@ class StreamConsumer:
                     continue
                 if not lease_acquire(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds):
                     self._iterators.pop(shard["ShardId"], None)
+                    result.leased_elsewhere.add(shard["ShardId"])
                     continue
                 try:
                     if self._read_shard(checkpoint, result):
@@ -316,6 +318,7 @@ class StreamConsumer:
                 total.ops += result.ops
                 total.finished_shards += result.finished_shards
                 total.trimmed += result.trimmed
+                total.leased_elsewhere = result.leased_elsewhere
                 if on_poll:
                     on_poll(result)
                 if once:

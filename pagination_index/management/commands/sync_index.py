@@ -61,6 +61,10 @@ class Command(BaseCommand):
         if verbosity >= 1:
             state = "stopped" if stop.is_set() else "caught up"
             self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
+            if total.leased_elsewhere:
+                self.stdout.write(self.style.WARNING(
+                    f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
+                    "(see --status)"))
         if total.trimmed:
             raise CommandError(
                 f"{len(total.trimmed)} stream loss(es) recorded; verify_index fails until `rebuild_index` has run"
