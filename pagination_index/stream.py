@@ -325,8 +325,9 @@ class StreamConsumer:
                     if not result.records and not result.finished_shards:
                         break
                     continue
-                if not result.records:
-                    self.stop_event.wait(poll_seconds)
+                # A poll reads every shard to its current end, so now we are caught up: wait, rather
+                # than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
+                self.stop_event.wait(poll_seconds)
         finally:
             lease_release(stream_arn=self.stream_arn, owner=self.owner)
         return total

@@ -2,8 +2,9 @@
 writer makes thousands of mixed writes; the processes are SIGKILLed at random points and restarted;
 after a final drain the index equals the table exactly.
 
-Backends: each entry of SUBPROCESS_BACKENDS gives the environment a sync_index process needs to use
-that backend on the store the test process sees. A backend is added with one line.
+Backends: each entry of SUBPROCESS_BACKENDS takes the test's `settings` fixture, points the test
+process at the backend (if the default settings do not) and returns the environment a sync_index
+process needs to use the same store. A backend is added with one line.
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
 from comments.store import Comment, format_sk
@@ -36,7 +36,7 @@ LEASE_SECONDS = 2
 PRODUCTS = [f"P{n}" for n in range(5)]
 
 SUBPROCESS_BACKENDS = {
-    "relational": lambda: {"PAGINATION_INDEX_BACKEND": "relational"},
+    "relational": lambda settings: {"PAGINATION_INDEX_BACKEND": "relational"},
 }
 
 
@@ -135,14 +135,14 @@ class Writer:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("backend", sorted(SUBPROCESS_BACKENDS))
 def test_sigkilled_sync_processes_leave_the_index_equal_to_the_table(backend, comments_table, dynamodb_settings,
-                                                                    tmp_path):
+                                                                    settings, tmp_path):
     env = dict(
         os.environ,
         DYNAMODB_ENDPOINT_URL=dynamodb_settings["ENDPOINT_URL"],
-        COMMENTS_TABLE=settings.DYNAMODB["TABLE"],
+        COMMENTS_TABLE=comments_table,
         DATABASE_URL=database_url(),
         PYTHONUNBUFFERED="1",
-        **SUBPROCESS_BACKENDS[backend](),
+        **SUBPROCESS_BACKENDS[backend](settings),
     )
     rng = random.Random(5)
     kill_at = sorted(rng.sample(range(200, WRITES - 100), KILLS))
