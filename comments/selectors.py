@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from django.conf import settings
 from django.core.cache import cache
@@ -27,13 +28,32 @@ class CommentPaginator(Paginator):
         self.__dict__["count"] = count
 
 
+@dataclass(frozen=True, slots=True)
+class RatingSummary:
+    """Ratings of every comment of a product: only built when all of them are in hand."""
+    count: int
+    total: int
+
+    @property
+    def average(self) -> float:
+        return round(self.total / self.count, 2)
+
+    @classmethod
+    def of(cls, comments: list[Comment]) -> RatingSummary | None:
+        ratings = [c.rating for c in comments if 1 <= c.rating <= 5]
+        return cls(len(ratings), sum(ratings)) if ratings else None
+
+
 class CommentPage(Page):
     """Django's Page, plus how it was served: "fast" (straight from DynamoDB) or "index"."""
 
-    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False):
+    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
+                 newest_sk: str | None = None, ratings: RatingSummary | None = None):
         super().__init__(object_list, number, paginator)
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
+        self.newest_sk = newest_sk  # the product's newest comment: every insert shifts every page
+        self.ratings = ratings  # every comment's rating, when the product's comments are all in hand
 
 
 @dataclass(frozen=True)
@@ -86,22 +106,39 @@ def _tie_skip(sku: str, rank: int, sort_key: str) -> int:
     return skip
 
 
-def _fast_page(sku: str, number: int, per_page: int) -> CommentPage:
+def _with_pinned(sku: str, window: FastWindow, pinned: Iterable[tuple[str, str]]) -> list[Comment]:
+    """The window plus the pinned comments (PK, SK) it lacks, read by key.
+
+    A GSI is eventually consistent, and another process may hold an older cached window: a
+    comment just posted can be missing from the window, so its poster's pages read it by key.
+    """
+    present = {comment.pk for comment in window.comments}
+    missing = [store.get_comment(pk, sk) for pk, sk in pinned if pk not in present]
+    missing = [comment for comment in missing if comment is not None and comment.sku == sku]
+    if not missing:
+        return window.comments
+    return sorted([*window.comments, *missing], key=lambda c: c.order_key, reverse=True)
+
+
+def _fast_page(sku: str, number: int, per_page: int, pinned: Iterable[tuple[str, str]] = ()) -> CommentPage:
     window = fast_window(sku)
+    comments = _with_pinned(sku, window, pinned)
     estimate = False
     if window.complete:
-        count = len(window.comments)
+        count = len(comments)
     else:
         try:
-            count = max(index.count(sku), len(window.comments))
+            count = max(index.count(sku), len(comments))
         except IndexUnavailable:
             # Pages 1..FAST_PAGES don't need the index: serve them, with the total we can see.
-            count, estimate = len(window.comments), True
+            count, estimate = len(comments), True
     paginator = CommentPaginator(count, per_page)
     paginator.validate_number(number)
     start = (number - 1) * per_page
-    return CommentPage(window.comments[start : start + per_page], number, paginator,
-                       served_by="fast", count_is_estimate=estimate)
+    return CommentPage(comments[start : start + per_page], number, paginator,
+                       served_by="fast", count_is_estimate=estimate,
+                       newest_sk=comments[0].sk if comments else None,
+                       ratings=RatingSummary.of(comments) if window.complete else None)
 
 
 def _index_page(sku: str, number: int, per_page: int) -> CommentPage:
@@ -116,17 +153,20 @@ def _index_page(sku: str, number: int, per_page: int) -> CommentPage:
     tied = sum(1 for _, sort_key in neighbours if sort_key == boundary[1]) > 1
     skip = _tie_skip(sku, rank, boundary[1]) if tied else 0
     comments, _ = store.newest(sku, per_page, after=boundary, skip=skip)
-    return CommentPage(comments, number, paginator, served_by="index")
+    return CommentPage(comments, number, paginator, served_by="index", newest_sk=product_newest_sk(sku))
 
 
-def product_comment_page(*, sku: str, number: int) -> CommentPage:
+def product_comment_page(*, sku: str, number: int, pinned: Iterable[tuple[str, str]] = ()) -> CommentPage:
     """Page `number` of a product's comments. Raises EmptyPage (-> 404) past the last page and
-    IndexUnavailable (-> 503) when an index page is asked for and the index cannot answer."""
+    IndexUnavailable (-> 503) when an index page is asked for and the index cannot answer.
+
+    `pinned`: keys (PK, SK) of comments this reader just posted, shown on pages 1..FAST_PAGES even
+    if the GSI or a cached window does not have them yet."""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
     if number <= settings.COMMENTS_FAST_PAGES:
-        return _fast_page(sku, number, per_page)
+        return _fast_page(sku, number, per_page, pinned)
     return _index_page(sku, number, per_page)
 
 
@@ -136,3 +176,14 @@ def product_comment_counts(skus: list[str]) -> dict[str, int | None]:
         return index.count_many(skus)
     except IndexUnavailable:
         return {sku: None for sku in skus}
+
+
+def product_newest_sk(sku: str) -> str | None:
+    """The SK of a product's newest comment, from the index (its rank 0): one cheap read."""
+    entry = index.at(sku, 0)
+    return entry[1] if entry else None
+
+
+def product_page_count(count: int) -> int:
+    """Pages of a product with `count` comments: page 1 exists even with none."""
+    return max(1, -(-count // settings.COMMENTS_PAGE_SIZE))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
+from botocore.exceptions import ClientError
+
 from pagination_index import aws
 
 SK_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -92,6 +94,40 @@ def put_comments(comments: Iterable[Comment]) -> int:
         flush(batch)
         written += len(batch)
     return written
+
+
+class CommentExists(Exception):
+    """A put found an item already at the comment's key (and it is not this same comment)."""
+
+
+def put_new_comment(comment: Comment) -> None:
+    """PutItem that never overwrites: the condition fails if the key is taken.
+
+    The client retries after timeouts, so a condition failure can be our own first attempt that
+    did land: the item that is there is returned and, if it is this comment, that is success.
+    """
+    item = item_from_comment(comment)
+    try:
+        aws.dynamodb().put_item(
+            TableName=aws.table_name(),
+            Item=item,
+            ConditionExpression="attribute_not_exists(PK)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
+        if exc.response.get("Item") != item:
+            raise CommentExists(comment.pk) from exc
+
+
+def get_comment(pk: str, sk: str) -> Comment | None:
+    """One comment by its table key, strongly consistent (unlike any read of the GSI)."""
+    response = aws.dynamodb().get_item(
+        TableName=aws.table_name(), Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True,
+    )
+    item = response.get("Item")
+    return comment_from_item(item) if item else None
 
 
 def newest(sku: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:

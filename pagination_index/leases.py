@@ -34,7 +34,7 @@ def _free_or_mine(owner: str) -> Q:
 def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> bool:
     """Take the shard's lease if it is free, expired or already ours; refreshes `checkpoint`."""
     taken = (
-        ShardCheckpoint.objects.filter(pk=checkpoint.pk)
+        ShardCheckpoint.objects.using(checkpoint._state.db).filter(pk=checkpoint.pk)
         .filter(_free_or_mine(owner))
         .update(lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds))
     )
@@ -45,35 +45,36 @@ def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) ->
 def lease_hold(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> None:
     """Renew a lease we hold (inside a transaction this also locks the row until commit)."""
     now = timezone.now()
-    renewed = ShardCheckpoint.objects.filter(pk=checkpoint.pk, lease_owner=owner, lease_expires_at__gt=now).update(
+    renewed = ShardCheckpoint.objects.using(checkpoint._state.db).filter(pk=checkpoint.pk, lease_owner=owner, lease_expires_at__gt=now).update(
         lease_expires_at=now + timedelta(seconds=seconds)
     )
     if not renewed:
         raise LeaseLost(f"shard {checkpoint.shard_id}: lease lost to another consumer")
 
 
-def lease_release(*, stream_arn: str, owner: str) -> int:
+def lease_release(*, stream_arn: str, owner: str, using: str) -> int:
     """Give up every lease we hold on the stream, so a standby takes over at once."""
-    return ShardCheckpoint.objects.filter(stream_arn=stream_arn, lease_owner=owner).update(
+    return ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, lease_owner=owner).update(
         lease_owner="", lease_expires_at=None
     )
 
 
-def leases_take(*, stream_arn: str, shards: list[dict], owner: str, seconds: float) -> list[ShardCheckpoint]:
+def leases_take(*, stream_arn: str, shards: list[dict], owner: str, seconds: float, using: str) -> list[ShardCheckpoint]:
     """Take every shard's lease by force (rebuild_index): consumers stop at their next batch, and
     the checkpoints stay where they are until the leases are released."""
+    checkpoints = ShardCheckpoint.objects.using(using)
     for shard in shards:
-        ShardCheckpoint.objects.get_or_create(
+        checkpoints.get_or_create(
             stream_arn=stream_arn, shard_id=shard["ShardId"],
             defaults={"parent_shard_id": shard.get("ParentShardId", "")},
         )
-    ShardCheckpoint.objects.filter(stream_arn=stream_arn).update(
+    checkpoints.filter(stream_arn=stream_arn).update(
         lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds)
     )
-    return list(ShardCheckpoint.objects.filter(stream_arn=stream_arn).order_by("shard_id"))
+    return list(checkpoints.filter(stream_arn=stream_arn).order_by("shard_id"))
 
 
-def leases_renew(*, stream_arn: str, owner: str, seconds: float) -> int:
-    return ShardCheckpoint.objects.filter(stream_arn=stream_arn, lease_owner=owner).update(
+def leases_renew(*, stream_arn: str, owner: str, seconds: float, using: str) -> int:
+    return ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, lease_owner=owner).update(
         lease_expires_at=timezone.now() + timedelta(seconds=seconds)
     )

@@ -21,7 +21,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
 
 from pagination_index import aws
@@ -64,6 +64,13 @@ def apply_records(index: BaseIndex, records: list[dict]) -> int:
     return len(ops)
 
 
+def checkpoint_database(index: BaseIndex) -> str:
+    """Checkpoints (and leases, and stale marks) live beside a relational index: same database, so
+    one transaction covers both; any other index is written first and checkpointed after, in the
+    default database."""
+    return getattr(index, "using", DEFAULT_DB_ALIAS)
+
+
 def record_created_at(record: dict) -> datetime | None:
     """ApproximateCreationDateTime: a datetime from boto3, epoch seconds in a Lambda event."""
     created = record["dynamodb"].get("ApproximateCreationDateTime")
@@ -101,6 +108,7 @@ class StreamConsumer:
                  stop_event: threading.Event | None = None, owner: str | None = None,
                  lease_seconds: float = 30.0, backoff: Backoff | None = None):
         self.index = index
+        self.database = checkpoint_database(index)
         self.stream_arn = stream_arn
         self.batch_size = batch_size
         self.stop_event = stop_event or threading.Event()
@@ -143,10 +151,11 @@ class StreamConsumer:
             kwargs["ExclusiveStartShardId"] = last
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
-        return {cp.shard_id: cp for cp in ShardCheckpoint.objects.filter(stream_arn=self.stream_arn)}
+        checkpoints = ShardCheckpoint.objects.using(self.database).filter(stream_arn=self.stream_arn)
+        return {cp.shard_id: cp for cp in checkpoints}
 
     def _checkpoint(self, shard: dict) -> ShardCheckpoint:
-        checkpoint, _ = ShardCheckpoint.objects.get_or_create(
+        checkpoint, _ = ShardCheckpoint.objects.using(self.database).get_or_create(
             stream_arn=self.stream_arn,
             shard_id=shard["ShardId"],
             defaults={"parent_shard_id": shard.get("ParentShardId", "")},
@@ -170,9 +179,9 @@ class StreamConsumer:
     def _trimmed(self, checkpoint: ShardCheckpoint, result: PollResult, what: str) -> None:
         """Records were lost: mark the groups for rebuild, then go on from the oldest record left."""
         reason = f"stream {self.stream_arn} shard {checkpoint.shard_id}: {what} before they were applied"
-        groups = stale_groups_mark(groups=self.index.groups(), reason=reason)
+        groups = stale_groups_mark(groups=self.index.groups(), reason=reason, using=self.database)
         result.trimmed.append(f"{reason}; rebuild: {', '.join(groups)}")
-        ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(sequence_number="")
+        ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(sequence_number="")
         checkpoint.sequence_number = ""
 
     def _vanished(self, shards: list[dict], checkpoints: dict[str, ShardCheckpoint], result: PollResult) -> None:
@@ -181,7 +190,9 @@ class StreamConsumer:
         for shard_id, checkpoint in checkpoints.items():
             if not checkpoint.finished and shard_id not in known:
                 self._trimmed(checkpoint, result, "the shard expired from the stream with records")
-                ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(finished=True, lease_owner="")
+                ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+                    finished=True, lease_owner=""
+                )
                 checkpoint.finished = True
 
     def note_position(self, checkpoint: ShardCheckpoint, shard: dict) -> None:
@@ -198,7 +209,7 @@ class StreamConsumer:
                 if records:
                     checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
                 iterator = response.get("NextShardIterator") if records else None
-        ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(
+        ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
             sequence_number=checkpoint.sequence_number, finished=checkpoint.finished
         )
 
@@ -284,7 +295,7 @@ class StreamConsumer:
     def _commit(self, checkpoint: ShardCheckpoint, records: list[dict], *, finished: bool) -> int:
         """Apply a batch and move the checkpoint past it, under our lease, in one transaction
         (the index writes join it when the index lives in the same database)."""
-        with transaction.atomic():
+        with transaction.atomic(using=self.database):
             lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
             ops = apply_records(self.index, records)
             now = timezone.now()
@@ -298,7 +309,7 @@ class StreamConsumer:
             checkpoint.finished = finished
             if finished:
                 checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
-            ShardCheckpoint.objects.filter(pk=checkpoint.pk).update(
+            ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
                 sequence_number=checkpoint.sequence_number, applied_at=checkpoint.applied_at,
                 last_record_at=checkpoint.last_record_at, lag_seconds=checkpoint.lag_seconds,
                 finished=finished, updated_at=now,
@@ -329,7 +340,7 @@ class StreamConsumer:
                 # than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
                 self.stop_event.wait(poll_seconds)
         finally:
-            lease_release(stream_arn=self.stream_arn, owner=self.owner)
+            lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
         return total
 
 
@@ -342,7 +353,7 @@ def stream_paused(*, index: BaseIndex, stream_arn: str, lease_seconds: float):
                               lease_seconds=lease_seconds)
     shards = {shard["ShardId"]: shard for shard in consumer.describe_shards()}
     checkpoints = leases_take(stream_arn=stream_arn, shards=list(shards.values()), owner=consumer.owner,
-                              seconds=lease_seconds)
+                              seconds=lease_seconds, using=consumer.database)
     for checkpoint in checkpoints:
         if checkpoint.shard_id in shards and not checkpoint.sequence_number and not checkpoint.finished:
             consumer.note_position(checkpoint, shards[checkpoint.shard_id])
@@ -351,9 +362,10 @@ def stream_paused(*, index: BaseIndex, stream_arn: str, lease_seconds: float):
     def keep_leases():
         try:
             while not done.wait(lease_seconds / 3):
-                leases_renew(stream_arn=stream_arn, owner=consumer.owner, seconds=lease_seconds)
+                leases_renew(stream_arn=stream_arn, owner=consumer.owner, seconds=lease_seconds,
+                             using=consumer.database)
         finally:
-            connection.close()
+            connections[consumer.database].close()
 
     keeper = threading.Thread(target=keep_leases, name="rebuild-leases", daemon=True)
     keeper.start()
@@ -362,4 +374,4 @@ def stream_paused(*, index: BaseIndex, stream_arn: str, lease_seconds: float):
     finally:
         done.set()
         keeper.join()
-        lease_release(stream_arn=stream_arn, owner=consumer.owner)
+        lease_release(stream_arn=stream_arn, owner=consumer.owner, using=consumer.database)

@@ -114,6 +114,27 @@ COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
 # Pages 1..FAST_PAGES share one cached Query result for this many seconds (0 disables).
 COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
 
+# --- Posting comments -----------------------------------------------------------------------
+# At most this many comment posts per client per minute (0 turns the limit off), counted in the
+# default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
+COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
+# Behind a proxy: the header it writes the client's address into (e.g. X-Forwarded-For); the
+# rightmost address in it is used. Empty: REMOTE_ADDR.
+COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")
+# Request bodies over this many bytes are refused with a 413 page. A full comment of 5,000 emoji
+# is about 61 KB form-encoded.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", str(128 * 1024)))
+CSRF_FAILURE_VIEW = "shop.errors.csrf_failure"
+# CACHE_BACKEND=redis puts Django's cache (fast windows, post counts) in Redis at REDIS_URL.
+if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
+        },
+    }
+
 # --- Pagination index -----------------------------------------------------------------------
 PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",
@@ -129,6 +150,30 @@ SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 # A shard lease lasts this long unless renewed: how soon a standby sync_index takes over.
 SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
 
+# --- Redis index backend ----------------------------------------------------------------------
+# PAGINATION_INDEX_BACKEND=redis: one sorted set per product in REDIS_URL, reached through this
+# django-redis cache alias. Short timeouts: a dead Redis must turn into a quick 503, not a hung page.
+# One immediate retry: a pooled connection that went stale in a Redis restart reconnects at once.
+from redis.backoff import NoBackoff  # noqa: E402  (kept with the block it configures)
+from redis.retry import Retry  # noqa: E402
+
+PAGINATION_INDEX_BACKENDS["redis"] = "pagination_index.backends.redis.RedisIndex"
+CACHES["index"] = {
+    "BACKEND": "django_redis.cache.RedisCache",
+    "LOCATION": REDIS_URL,
+    "OPTIONS": {
+        "SOCKET_CONNECT_TIMEOUT": 0.5,
+        "SOCKET_TIMEOUT": 1,
+        "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+    },
+}
+PAGINATION_INDEX["BACKEND"] = PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend)
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
+    PAGINATION_INDEX["OPTIONS"] = {
+        "CACHE": "index",
+        "KEY_PREFIX": os.environ.get("PAGINATION_INDEX_KEY_PREFIX", "pidx:"),
+    }
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -137,3 +182,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
+
+# --- Search engines and HTTP caching (issue 7) ----------------------------------------------
+# Product pages: Cache-Control max-age in seconds (public for cookie-less visitors, else private).
+COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
+# URLs per sitemap file (the sitemaps protocol allows at most 50,000).
+SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
+# The sitemaps framework's templates; the site's domain is the request's host (no sites framework).
+INSTALLED_APPS += ["django.contrib.sitemaps"]

@@ -7,5 +7,11 @@ from shop import views
 urlpatterns = [
     path("", views.catalogue, name="catalogue"),
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
+    path("robots.txt", views.robots_txt, name="robots-txt"),
+    path("sitemap.xml", views.sitemap_index, name="sitemap"),
+    path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
+    path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "shop.errors.bad_request"

@@ -86,3 +86,104 @@ def django_db_modify_db_settings(tmp_path_factory):
     database = settings.DATABASES["default"]
     if database["ENGINE"].endswith("sqlite3"):
         database.setdefault("TEST", {})["NAME"] = str(tmp_path_factory.mktemp("db") / "test.sqlite3")
+    _add_postgres_alias(settings.DATABASES)
+
+
+@pytest.fixture
+def redis_cache(settings):
+    """Django's default cache on the real Redis (django-redis), under a key prefix of this run's own;
+    its keys are deleted afterwards (never FLUSHDB: the server is shared)."""
+    import redis
+    from django.core.cache import cache
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
+    except redis.RedisError as exc:
+        service_missing(f"Redis at {settings.REDIS_URL}: {exc}")
+    settings.CACHES = {**settings.CACHES, "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": settings.REDIS_URL,
+        "KEY_PREFIX": f"test-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+    }}
+    yield cache
+    cache.delete_pattern("*")
+
+
+
+# --- PostgreSQL and Redis ---------------------------------------------------------------------
+# PostgreSQL runs beside the default database as the alias "postgres" (a test database of its own,
+# named per run), so one `make test` proves the relational backend on SQLite and PostgreSQL.
+# Tests that use it are marked django_db(databases="__all__") and ask for `postgres_database`.
+POSTGRES_ALIAS = "postgres"
+TEST_POSTGRES_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+TEST_REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+_postgres_missing: str | None = None
+
+
+def _add_postgres_alias(databases: dict) -> None:
+    """Configure the "postgres" alias when the server answers; else remember why not."""
+    global _postgres_missing
+    import dj_database_url
+    import psycopg
+    from django.db import connections
+
+    try:
+        psycopg.connect(TEST_POSTGRES_URL, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        _postgres_missing = f"PostgreSQL at {TEST_POSTGRES_URL} (TEST_POSTGRES_URL): {exc}".strip()
+        return
+    database = dj_database_url.parse(TEST_POSTGRES_URL)
+    database["TEST"] = {"NAME": f"test_shop_{os.getpid()}_{uuid.uuid4().hex[:6]}"}
+    databases[POSTGRES_ALIAS] = database
+    connections.configure_settings(databases)  # fills the new alias's defaults
+
+
+@pytest.fixture
+def postgres_database(django_db_setup):
+    """The alias of the per-run PostgreSQL test database (skip, or fail under CI, without one)."""
+    if _postgres_missing:
+        service_missing(_postgres_missing)
+    return POSTGRES_ALIAS
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    import redis
+
+    client = redis.Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=1, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        service_missing(f"Redis at {TEST_REDIS_URL} (REDIS_URL): {exc}")
+    finally:
+        client.close()
+    return TEST_REDIS_URL
+
+
+@pytest.fixture
+def redis_index_options(redis_url):
+    """RedisIndex OPTIONS with a key prefix of this test's own; its keys are deleted afterwards."""
+    from pagination_index.backends.redis import RedisIndex
+
+    options = {"CACHE": "index", "KEY_PREFIX": f"test-pidx:{os.getpid()}:{uuid.uuid4().hex[:10]}:"}
+    yield options
+    RedisIndex(options).clear()
+
+
+INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis"]
+
+
+@pytest.fixture(params=INDEX_BACKENDS)
+def index_backend(request, settings):
+    """Runs a test once per index backend, with settings.PAGINATION_INDEX pointing at it. Tests that
+    use it need django_db(databases="__all__") for the PostgreSQL run."""
+    name = request.param
+    if name == "relational-sqlite":
+        options = {}
+    elif name == "relational-postgres":
+        options = {"DATABASE": request.getfixturevalue("postgres_database")}
+    else:
+        options = request.getfixturevalue("redis_index_options")
+    backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]
+    settings.PAGINATION_INDEX = {"BACKEND": backend, "OPTIONS": options}
+    return name

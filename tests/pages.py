@@ -1,11 +1,13 @@
 """Reading product pages the way a browser or crawler does: by the HTML and its links."""
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 
 COMMENT = re.compile(r'id="comment-([^"]+)" data-sk="([^"]+)"')
 STATUS = re.compile(r"page (\d+) of (\d+)")
+JSON_LD = re.compile(r'<script type="application/ld\+json">(.*?)</script>', re.S)
 
 
 class LinkParser(HTMLParser):
@@ -38,6 +40,11 @@ def parse(html: str) -> dict:
         "status": tuple(map(int, status.groups())) if status else None,
         "pager": [l["href"] for l in parser.links if l["in_pagination"]],
     }
+
+
+def json_ld(html: str) -> dict:
+    """The page's schema.org JSON-LD, decoded; the raw text is JSON_LD's group 1."""
+    return json.loads(JSON_LD.search(html).group(1))
 
 
 def walk(client, url: str, limit: int = 10_000) -> list[tuple[str, dict]]:

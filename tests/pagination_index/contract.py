@@ -19,6 +19,34 @@ def sk(n: int) -> str:
     return SK.format(n)
 
 
+def read_while_writing(index, writer, count) -> tuple[set, set]:
+    """Run writer() while another thread keeps reading group "g" and count(); returns what the reader
+    saw: (number of entries, their member prefixes) per read of "g", and every count() value."""
+    seen, counts, errors = set(), set(), []
+    done = threading.Event()
+
+    def reader():
+        try:
+            while not done.is_set():
+                entries = index.range("g", 0, 1000)
+                seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
+                counts.add(count())
+        except Exception as exc:  # surfaced by the assertion below, not lost in the thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        writer()
+    finally:
+        done.set()
+        thread.join()
+    assert not errors
+    return seen, counts
+
+
 class IndexContract:
     def test_empty_and_unknown_groups(self, index):
         assert index.count("nothing-here") == 0
@@ -137,33 +165,69 @@ class IndexContract:
         old = [(f"old{i}", sk(i)) for i in range(300)]
         new = [(f"new{i}", sk(i)) for i in range(400)]
         index.replace("g", old)
-        seen, counts = set(), set()
-        errors = []
-        done = threading.Event()
 
-        def reader():
-            try:
-                while not done.is_set():
-                    entries = index.range("g", 0, 1000)
-                    seen.add((len(entries), frozenset(member[:3] for member, _ in entries)))
-                    counts.add(index.count("g"))
-            except Exception as exc:  # surfaced by the assertion below, not lost in the thread
-                errors.append(exc)
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=reader)
-        thread.start()
-        try:
+        def writer():
             for _ in range(3):
                 index.replace("g", new)
                 index.replace("g", old)
-        finally:
-            done.set()
-            thread.join()
-        assert not errors
+
+        seen, counts = read_while_writing(index, writer, lambda: index.count("g"))
         assert seen and seen <= {(300, frozenset({"old"})), (400, frozenset({"new"}))}
         assert counts <= {300, 400}
+
+    def test_apply_is_atomic_for_a_concurrent_reader(self, index):
+        old = [Add("g", f"old{i}", sk(i)) for i in range(200)]
+        new = [Add("g", f"new{i}", sk(i)) for i in range(200)] + [Add("h", f"h{i}", sk(i)) for i in range(50)]
+        undo_old = [Remove("g", op.member) for op in old]
+        undo_new = [Remove(op.group, op.member) for op in new]
+        index.apply(old)
+
+        def writer():
+            for _ in range(3):
+                index.apply(undo_old + new)  # one batch: the whole group swapped, and h filled
+                index.apply(undo_new + old)
+
+        seen, counts = read_while_writing(index, writer, lambda: tuple(index.count_many(["g", "h"]).values()))
+        assert seen and seen <= {(200, frozenset({"old"})), (200, frozenset({"new"}))}
+        assert counts <= {(200, 0), (200, 50)}
+
+    def test_ties_order_by_code_point_like_dynamodb(self, index):
+        """DynamoDB orders strings by their UTF-8 bytes, i.e. by code point: never by locale."""
+        members = ["B", "a", "_", "a-c", "ab", "A0", "É", "z", "Z", "0", "~", "ß", "茶", "🫖"]
+        index.add_many("g", [(member, sk(1)) for member in members])
+        assert [member for member, _ in index.range("g", 0, 100)] == sorted(members, reverse=True)
+
+    def test_at_far_past_the_end(self, index):
+        index.add_many("g", [("a", sk(1))])
+        assert index.at("g", 1) is None
+        assert index.at("g", 10**9) is None
+        assert index.range("g", 10**9, 10**9 + 5) == []
+        assert index.range("g", -5, 1) == [("a", sk(1))]
+
+    def test_replace_keeps_the_last_of_a_repeated_member(self, index):
+        index.replace("g", [("a", sk(1)), ("b", sk(2)), ("a", sk(3))])
+        assert index.range("g", 0, 10) == [("a", sk(3)), ("b", sk(2))]
+        assert index.count("g") == 2
+
+    def test_groups_lists_the_non_empty_groups(self, index):
+        index.add_many("g1", [("a", sk(1))])
+        index.add_many("g2", [("a", sk(1)), ("b", sk(2))])
+        index.replace("g3", [("a", sk(1))])
+        index.remove_many("g2", ["a", "b"])
+        index.replace("g3", [])
+        index.add_many("g4", [])
+        assert index.groups() == ["g1"]
+        index.apply([Add("g2", "c", sk(3))])
+        assert index.groups() == ["g1", "g2"]
+
+    def test_clear_empties_every_group(self, index):
+        index.add_many("g1", [("a", sk(1))])
+        index.replace("g2", [("a", sk(1))])
+        index.clear()
+        assert index.groups() == []
+        assert index.count_many(["g1", "g2"]) == {"g1": 0, "g2": 0}
+        index.add_many("g1", [("b", sk(2))])
+        assert index.range("g1", 0, 10) == [("b", sk(2))]
 
     # --- conditional removes (the stream's REMOVE of item (PK, SK) must not delete (PK, SK')) ----
     def test_conditional_remove_only_while_the_sort_key_matches(self, index):

@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 from comments.store import item_from_comment
 from pagination_index import aws, get_index
+from pagination_index.models import ShardCheckpoint
 from pagination_index.source import group_entries
+from pagination_index.stream import checkpoint_database
 
 
 def table_order(sku):
@@ -21,6 +23,11 @@ def assert_index_equals_table(*skus):
         expected = table_order(sku)
         assert index.count(sku) == len(expected), sku
         assert index.range(sku, 0, len(expected) + 10) == expected, sku
+
+
+def checkpoints():
+    """The consumer's checkpoints, wherever the configured index keeps them."""
+    return ShardCheckpoint.objects.using(checkpoint_database(get_index()))
 
 
 def put(comment):

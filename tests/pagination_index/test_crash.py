@@ -2,9 +2,9 @@
 writer makes thousands of mixed writes; the processes are SIGKILLed at random points and restarted;
 after a final drain the index equals the table exactly.
 
-Backends: each entry of SUBPROCESS_BACKENDS takes the test's `settings` fixture, points the test
-process at the backend (if the default settings do not) and returns the environment a sync_index
-process needs to use the same store. A backend is added with one line.
+Backends: each entry of SUBPROCESS_BACKENDS takes the test's `request` and `settings`, points the
+test process at the backend and returns the environment a sync_index process needs to use the same
+store (and the same database for its checkpoints). A backend is added with one line.
 """
 from __future__ import annotations
 
@@ -21,12 +21,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connections
 
 from comments.store import Comment, format_sk
 from pagination_index import get_index
-from pagination_index.models import ShardCheckpoint
-from tests.pagination_index.streams import delete, move, put, table_order
+from tests.pagination_index.streams import checkpoints, delete, move, put, table_order
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITES = 3200
@@ -35,18 +34,36 @@ KILLS = 6
 LEASE_SECONDS = 2
 PRODUCTS = [f"P{n}" for n in range(5)]
 
-SUBPROCESS_BACKENDS = {
-    "relational": lambda settings: {"PAGINATION_INDEX_BACKEND": "relational"},
-}
 
 
-def database_url() -> str:
-    """The test database, as a URL a sync_index process can open too."""
-    db = connection.settings_dict
+def database_url(alias: str = "default") -> str:
+    """A test database, as a URL a sync_index process can open too."""
+    db = connections[alias].settings_dict
     if db["ENGINE"].endswith("sqlite3"):
         return f"sqlite:///{db['NAME']}"
     host = f"{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
     return f"postgres://{host}/{db['NAME']}"
+
+
+def relational_on_postgres(request, settings) -> dict:
+    alias = request.getfixturevalue("postgres_database")
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
+                                 "OPTIONS": {"DATABASE": alias}}
+    return {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": database_url(alias)}
+
+
+def redis_index(request, settings) -> dict:
+    options = request.getfixturevalue("redis_index_options")
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": options}
+    return {"PAGINATION_INDEX_BACKEND": "redis", "PAGINATION_INDEX_KEY_PREFIX": options["KEY_PREFIX"],
+            "REDIS_URL": request.getfixturevalue("redis_url")}
+
+
+SUBPROCESS_BACKENDS = {
+    "relational-sqlite": lambda request, settings: {"PAGINATION_INDEX_BACKEND": "relational"},
+    "relational-postgres": relational_on_postgres,
+    "redis": redis_index,
+}
 
 
 class Followers:
@@ -132,18 +149,18 @@ class Writer:
 
 
 @pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("backend", sorted(SUBPROCESS_BACKENDS))
+@pytest.mark.django_db(transaction=True, databases="__all__")
+@pytest.mark.parametrize("backend", list(SUBPROCESS_BACKENDS))
 def test_sigkilled_sync_processes_leave_the_index_equal_to_the_table(backend, comments_table, dynamodb_settings,
-                                                                    settings, tmp_path):
+                                                                    request, settings, tmp_path):
     env = dict(
         os.environ,
         DYNAMODB_ENDPOINT_URL=dynamodb_settings["ENDPOINT_URL"],
         COMMENTS_TABLE=comments_table,
         DATABASE_URL=database_url(),
         PYTHONUNBUFFERED="1",
-        **SUBPROCESS_BACKENDS[backend](settings),
     )
+    env.update(SUBPROCESS_BACKENDS[backend](request, settings))
     rng = random.Random(5)
     kill_at = sorted(rng.sample(range(200, WRITES - 100), KILLS))
     followers = Followers(env, tmp_path)
@@ -191,4 +208,4 @@ def test_sigkilled_sync_processes_leave_the_index_equal_to_the_table(backend, co
         assert index.count(sku) == len(expected), sku
         assert index.range(sku, 0, len(expected) + 10) == expected, sku
     assert sorted(index.groups()) == sorted({c.sku for c in live.values()})
-    assert ShardCheckpoint.objects.filter(sequence_number__gt="").exists()
+    assert checkpoints().filter(sequence_number__gt="").exists()

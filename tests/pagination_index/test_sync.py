@@ -5,14 +5,13 @@ import pytest
 from django.core.management import call_command
 
 from pagination_index import aws, get_index
-from pagination_index.models import ShardCheckpoint
 from pagination_index.stream import StreamConsumer, apply_records
 from tests import factories
-from tests.pagination_index.streams import assert_index_equals_table, delete, put, stream_arn
+from tests.pagination_index.streams import assert_index_equals_table, checkpoints, delete, put, stream_arn
 
 
-@pytest.mark.django_db
-def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table):
+@pytest.mark.django_db(databases="__all__")
+def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table, index_backend):
     a = factories.seed("A", 120, seed=1)
     b = factories.seed("B", 30, seed=2)
     call_command("sync_index", once=True, verbosity=0)
@@ -54,14 +53,14 @@ class CrashAfterApply(StreamConsumer):
         return super()._commit(checkpoint, records, finished=finished)
 
 
-@pytest.mark.django_db
-def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table):
+@pytest.mark.django_db(databases="__all__")
+def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table, index_backend):
     comments = factories.seed("A", 200, seed=4)
     for comment in comments[:30]:
         delete(comment)
     with pytest.raises(Crash):
         CrashAfterApply(index=get_index(), stream_arn=stream_arn(), batch_size=50).run(once=True)
-    checkpoint = ShardCheckpoint.objects.get()
+    checkpoint = checkpoints().get()
     assert checkpoint.sequence_number  # two batches were checkpointed, the third was not
     assert get_index().count("A") == 150  # ...but the third batch was applied
     call_command("sync_index", once=True, verbosity=0)
@@ -74,10 +73,10 @@ def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table):
 def test_resume_applies_only_new_records(comments_table):
     factories.seed("A", 40, seed=5)
     call_command("sync_index", once=True, verbosity=0)
-    first = ShardCheckpoint.objects.get().sequence_number
+    first = checkpoints().get().sequence_number
     factories.seed("A", 5, seed=6)
     call_command("sync_index", once=True, verbosity=0)
-    assert ShardCheckpoint.objects.get().sequence_number > first
+    assert checkpoints().get().sequence_number > first
     assert_index_equals_table("A")
 
 

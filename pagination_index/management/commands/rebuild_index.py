@@ -7,7 +7,7 @@ from django.utils import timezone
 from pagination_index import get_index, source
 from pagination_index.progress import Progress
 from pagination_index.stale import stale_groups_clear
-from pagination_index.stream import stream_paused
+from pagination_index.stream import checkpoint_database, stream_paused
 
 
 class Command(BaseCommand):
@@ -49,7 +49,7 @@ class Command(BaseCommand):
                     progress.advance()
             if progress:
                 progress.finish()
-            stale_groups_clear(groups=product or None, before=started)
+            stale_groups_clear(groups=product or None, before=started, using=checkpoint_database(index))
         self.stdout.write(self.style.SUCCESS(
             f"rebuilt {len(groups)} groups ({sum(map(len, groups.values())):,} entries); "
             "sync_index resumes from the stream position noted before the read"

@@ -8,7 +8,7 @@ from django.utils import timezone
 from pagination_index import get_index, source
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
-from pagination_index.stream import StreamConsumer
+from pagination_index.stream import StreamConsumer, checkpoint_database
 
 
 class Command(BaseCommand):
@@ -38,7 +38,7 @@ class Command(BaseCommand):
         if not arn:
             raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
         if status:
-            return self._status(arn)
+            return self._status(arn, checkpoint_database(get_index()))
         if lease_seconds <= 0:
             raise CommandError("--lease-seconds must be positive")
         stop = threading.Event()
@@ -70,9 +70,9 @@ class Command(BaseCommand):
                 f"{len(total.trimmed)} stream loss(es) recorded; verify_index fails until `rebuild_index` has run"
             )
 
-    def _status(self, arn):
+    def _status(self, arn, database):
         now = timezone.now()
-        rows = ShardCheckpoint.objects.filter(stream_arn=arn).order_by("shard_id")
+        rows = ShardCheckpoint.objects.using(database).filter(stream_arn=arn).order_by("shard_id")
         self.stdout.write(f"stream {arn}")
         header = ("shard", "checkpoint", "finished", "lease owner", "lease expires", "last record", "lag")
         lines = [header]
@@ -95,7 +95,7 @@ class Command(BaseCommand):
             self.stdout.write("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
         if not rows:
             self.stdout.write("no checkpoints yet: sync_index has not run on this stream")
-        for group, reason in stale_groups().items():
+        for group, reason in stale_groups(using=database).items():
             self.stdout.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
 
     def _install_signal_handlers(self, stop: threading.Event):

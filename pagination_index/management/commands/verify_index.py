@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from pagination_index import get_index, source
 from pagination_index.stale import stale_groups, stale_groups_clear
-from pagination_index.stream import stream_paused
+from pagination_index.stream import checkpoint_database, stream_paused
 from pagination_index.verify import group_drift
 
 
@@ -55,11 +55,12 @@ class Command(BaseCommand):
             if verbosity >= 2 or not drift.ok:
                 self._report(drift)
         full = not product and not sample
-        marks = stale_groups(None if full else list(table))
+        database = checkpoint_database(index)
+        marks = stale_groups(None if full else list(table), using=database)
         if repair and (drifted or marks):
             marked = (set(marks) - {"*"}) & set(table)
             self._repair(index, sorted(set(drifted) | marked), full=full)
-            drifted, marks = [], stale_groups(None if full else list(table))
+            drifted, marks = [], stale_groups(None if full else list(table), using=database)
         for group, reason in marks.items():
             self.stderr.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
         checked = f"{len(table)} group(s), {sum(map(len, table.values())):,} table entries"
@@ -85,5 +86,5 @@ class Command(BaseCommand):
             for group in groups:
                 index.replace(group, list(source.group_entries(group)))
                 self.stdout.write(f"repaired {group}")
-            stale_groups_clear(groups=None if full else groups, before=started)
+            stale_groups_clear(groups=None if full else groups, before=started, using=checkpoint_database(index))
 

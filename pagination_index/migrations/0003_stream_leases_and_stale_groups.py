@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('pagination_index', '0001_initial'),
+        ('pagination_index', '0002_postgresql_covering_index'),
     ]
 
     operations = [

@@ -1,0 +1,9 @@
+"""`make bench` / `make bench-smoke`: run every benchmark, passing the arguments on (e.g. --smoke)."""
+import sys
+
+from bench import index_depth
+
+BENCHMARKS = [index_depth]
+
+if __name__ == "__main__":
+    sys.exit(max(benchmark.main(sys.argv[1:]) for benchmark in BENCHMARKS))

@@ -1,0 +1,91 @@
+"""HTTP caching of product pages: a strong ETag of what the page shows, Last-Modified, 304s, and
+Cache-Control that never lets a shared cache hand one visitor's CSRF token or message to another."""
+from __future__ import annotations
+
+import hashlib
+import json
+from calendar import timegm
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.messages import get_messages
+from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils.http import http_date
+
+from comments.selectors import CommentPage
+from comments.store import parse_sk
+from shop.models import Product
+
+
+@lru_cache(maxsize=1)
+def template_fingerprint() -> str:
+    """A digest of the project's templates, so that a deploy that changes the markup changes every
+    ETag. Read once per process (runserver restarts when a template changes)."""
+    digest = hashlib.sha256()
+    for folder in settings.TEMPLATES[0]["DIRS"]:
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
+    """When a product page last changed: a new comment shifts every page and changes the count;
+    the product row changes the header. (Removals are not dated; the ETag still catches them.)"""
+    if newest_sk is None:
+        return product.updated_at
+    return max(product.updated_at, parse_sk(newest_sk))
+
+
+def page_etag(request, product: Product, page: CommentPage, *, has_form: bool) -> str:
+    """A strong ETag over everything the page renders that can change. On a page with the comment
+    form, the visitor's CSRF cookie is part of it: the form embeds a token derived from it."""
+    shown = [
+        template_fingerprint(),
+        request.build_absolute_uri("/"),
+        [product.sku, product.name, product.description, str(product.price), product.updated_at.isoformat()],
+        [page.number, page.paginator.count, page.count_is_estimate],
+        [page.ratings.count, page.ratings.total] if page.ratings else None,
+        [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
+        request.COOKIES.get(settings.CSRF_COOKIE_NAME, "") if has_form else None,
+    ]
+    digest = hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
+    return f'"{digest[:40]}"'
+
+
+def http_timestamp(moment: datetime) -> int:
+    return timegm(moment.utctimetuple())
+
+
+def has_pending_messages(request) -> bool:
+    """A flash message is meant for one visitor, once: such a page is neither cached nor 304'd."""
+    return len(get_messages(request)) > 0
+
+
+def is_personal(request, response, *, has_form: bool) -> bool:
+    """Does the response depend on this visitor: a page with the form (its CSRF token; checked on
+    304s too, where nothing rendered), a token rendered anyway, the session read, a cookie set?"""
+    session = getattr(request, "session", None)
+    return bool(has_form or request.META.get("CSRF_COOKIE_NEEDS_UPDATE")
+                or response.cookies or (session is not None and session.accessed))
+
+
+def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None,
+                      personal: bool = False, has_form: bool = False):
+    """Validators, then `public` only when the page is the same for everyone; a page with a CSRF token
+    stays cacheable by the visitor's own browser (`private`, `Vary: Cookie`); a flash message page is
+    not stored at all."""
+    if personal:
+        patch_cache_control(response, no_store=True, private=True)
+        return response
+    response.headers["ETag"] = etag
+    response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
+    max_age = settings.COMMENTS_PAGE_MAX_AGE
+    if is_personal(request, response, has_form=has_form):
+        patch_cache_control(response, private=True, max_age=max_age)
+        patch_vary_headers(response, ("Cookie",))
+    else:
+        patch_cache_control(response, public=True, max_age=max_age)
+    return response

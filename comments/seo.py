@@ -1,0 +1,58 @@
+"""What a product page tells search engines beyond its HTML: description and schema.org JSON-LD."""
+from __future__ import annotations
+
+import json
+
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import Truncator
+
+from comments.selectors import RatingSummary
+from comments.store import Comment
+from shop.models import Product
+
+DESCRIPTION_CHARS = 155  # what result pages show of a meta description
+# Inside <script>, "</script>" or "<!--" in a comment body would end or hide the script: escape the
+# characters that can start them, as django.utils.html.json_script does (its <script> is JSON, not JSON-LD).
+SCRIPT_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+
+
+def meta_description(product: Product, count: int, number: int, num_pages: int) -> str:
+    about = f" {product.description}" if product.description else ""
+    where = f" Page {number} of {num_pages}." if num_pages > 1 else ""
+    noun = "comment" if count == 1 else "comments"
+    return Truncator(f"{count:,} customer {noun} on {product.name}.{where}{about}").chars(DESCRIPTION_CHARS)
+
+
+def _review(comment: Comment, page_url: str) -> dict:
+    review = {
+        "@type": "Review",
+        "@id": f"{page_url}#comment-{comment.pk}",
+        "author": {"@type": "Person", "name": comment.author or "Anonymous"},
+        "datePublished": comment.created.date().isoformat(),
+        "reviewBody": comment.body,
+    }
+    if 1 <= comment.rating <= 5:
+        review["reviewRating"] = {"@type": "Rating", "ratingValue": comment.rating, "bestRating": 5, "worstRating": 1}
+    return review
+
+
+def product_json_ld(*, product: Product, url: str, page_url: str, comments: list[Comment], ratings: RatingSummary | None) -> SafeString:
+    """The Product, its offer, its AggregateRating when known, and the Reviews shown on this page,
+    as the body of a <script type="application/ld+json">."""
+    data = {
+        "@context": "https://schema.org",
+        "@type": "Product",
+        "@id": f"{url}#product",
+        "name": product.name,
+        "sku": product.sku,
+        "url": url,
+        "offers": {"@type": "Offer", "price": f"{product.price:.2f}", "priceCurrency": "USD", "url": url},
+    }
+    if product.description:
+        data["description"] = product.description
+    if ratings is not None:
+        data["aggregateRating"] = {"@type": "AggregateRating", "ratingValue": ratings.average,
+                                   "ratingCount": ratings.count, "bestRating": 5, "worstRating": 1}
+    if comments:
+        data["review"] = [_review(comment, page_url) for comment in comments]
+    return mark_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(SCRIPT_ESCAPES))

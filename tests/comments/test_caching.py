@@ -1,0 +1,139 @@
+"""Conditional GET on product pages: strong ETag, Last-Modified, 304 without rendering, and no
+public caching of anything personal."""
+from datetime import datetime, timezone
+
+import pytest
+from django.contrib.messages import constants
+from django.contrib.messages.storage.cookie import CookieStorage
+from django.core.management import call_command
+from django.middleware.csrf import get_token
+from django.http import HttpResponse
+from django.test import RequestFactory
+
+from comments import caching
+from comments.store import Comment, parse_sk, put_comments
+from shop.models import Product
+from tests import factories
+
+URL = "/products/CACHE-1/"
+
+
+@pytest.fixture(scope="module")
+def cached_comments(module_table):
+    return factories.seed("CACHE-1", 250, seed=4)
+
+
+@pytest.fixture
+def cached_product(db, cached_comments):
+    product = factories.product("CACHE-1", "Cached cups")
+    Product.objects.filter(pk=product.pk).update(updated_at=datetime(2019, 1, 1, tzinfo=timezone.utc))
+    product.refresh_from_db()
+    call_command("rebuild_index", product=["CACHE-1"], verbosity=0)
+    return product, cached_comments
+
+
+def test_validators_and_cache_control(client, cached_product, settings):
+    """Pages past 1 are the same for every visitor: public. Page 1 carries the comment form and its
+    CSRF token: private, and varying on the cookie."""
+    settings.COMMENTS_PAGE_MAX_AGE = 90
+    _, comments = cached_product
+    for url, cache_control in ((URL + "?page=2", "public, max-age=90"), (URL + "?page=12", "public, max-age=90"),
+                               (URL, "private, max-age=90")):
+        response = client.get(url)
+        assert response.status_code == 200
+        assert response["ETag"].startswith('"') and not response["ETag"].startswith("W/")
+        assert response["Cache-Control"] == cache_control, url
+        assert response["Last-Modified"] == parse_sk(comments[0].sk).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    assert "Cookie" in client.get(URL)["Vary"]
+    assert client.get(URL)["ETag"] != client.get(URL + "?page=12")["ETag"]
+
+
+def test_deep_pages_stay_public_for_a_visitor_with_a_csrf_cookie(client, cached_product):
+    client.cookies["csrftoken"] = "a" * 32
+    response = client.get(URL + "?page=12")
+    assert response["Cache-Control"] == "public, max-age=60"
+    assert "csrftoken" not in response.cookies
+
+
+@pytest.mark.parametrize("url", [URL, URL + "?page=12"])
+def test_if_none_match_gets_304_without_rendering(client, cached_product, url):
+    client.get(url)  # page 1 hands out the CSRF cookie its form's token (and so its ETag) depends on
+    first = client.get(url)
+    again = client.get(url, headers={"If-None-Match": first["ETag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.templates == []
+    assert again["ETag"] == first["ETag"] and again["Cache-Control"] == first["Cache-Control"]
+    assert client.get(url, headers={"If-None-Match": '"something-else"'}).status_code == 200
+
+
+def test_if_modified_since_gets_304(client, cached_product):
+    first = client.get(URL + "?page=11")
+    again = client.get(URL + "?page=11", headers={"If-Modified-Since": first["Last-Modified"]})
+    assert again.status_code == 304 and again.templates == []
+    older = client.get(URL + "?page=11", headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})
+    assert older.status_code == 200
+
+
+def test_a_new_comment_changes_every_page(client, db, module_table):
+    factories.product("CACHE-2")
+    factories.seed("CACHE-2", 30, seed=6)
+    before = {url: client.get(url) for url in ("/products/CACHE-2/", "/products/CACHE-2/?page=2")}
+    put_comments([Comment(pk="new1", sk="2030-01-01T00:00:00.000000Z", sku="CACHE-2", author="A", body="B", rating=3)])
+    for url, response in before.items():
+        after = client.get(url, headers={"If-None-Match": response["ETag"], "If-Modified-Since": response["Last-Modified"]})
+        assert after.status_code == 200, url
+        assert after["Last-Modified"] == "Tue, 01 Jan 2030 00:00:00 GMT"
+
+
+def test_a_product_edit_changes_the_etag(client, cached_product):
+    product, _ = cached_product
+    before = client.get(URL)
+    product.price = "12.50"
+    product.save()
+    after = client.get(URL, headers={"If-None-Match": before["ETag"]})
+    assert after.status_code == 200 and after["ETag"] != before["ETag"]
+
+
+def test_head_has_the_same_headers_and_no_body(client, cached_product):
+    get, head = client.get(URL + "?page=12"), client.head(URL + "?page=12")
+    assert head.status_code == 200 and head.content == b""
+    assert head["ETag"] == get["ETag"] and head["Last-Modified"] == get["Last-Modified"]
+    assert client.head(URL, headers={"If-None-Match": get["ETag"]}).status_code == 200
+    assert client.head(URL + "?page=12", headers={"If-None-Match": get["ETag"]}).status_code == 304
+
+
+def test_post_is_not_allowed(client, cached_product):
+    assert client.post(URL).status_code == 405
+
+
+def test_a_csrf_cookie_is_part_of_the_form_pages_etag(client, cached_product):
+    first = client.get(URL)
+    client.cookies["csrftoken"] = "a" * 32
+    private = client.get(URL)
+    assert private["Cache-Control"] == "private, max-age=60"
+    assert "Cookie" in private["Vary"]
+    assert private["ETag"] != first["ETag"]
+    assert client.get(URL, headers={"If-None-Match": private["ETag"]}).status_code == 304
+
+
+def test_a_rendered_csrf_token_is_never_shared():
+    """Issue 6's form puts a token in the page: get_token() during rendering must make it private."""
+    request = RequestFactory().get(URL)
+    request.META["CSRF_COOKIE"] = "b" * 32
+    get_token(request)
+    response = caching.set_cache_headers(request, HttpResponse("form"), etag='"x"',
+                                         last_modified=parse_sk("2024-01-01T00:00:00.000000Z"))
+    assert response["Cache-Control"] == "private, max-age=60" and "Cookie" in response["Vary"]
+
+
+def test_a_pending_flash_message_is_neither_stored_nor_304d(client, cached_product):
+    first = client.get(URL)
+    storage_request = RequestFactory().get(URL)
+    storage = CookieStorage(storage_request)
+    storage.add(constants.SUCCESS, "Thanks!")
+    carrier = HttpResponse()
+    storage.update(carrier)
+    client.cookies["messages"] = carrier.cookies["messages"].value
+    response = client.get(URL, headers={"If-None-Match": first["ETag"]})
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"] and "ETag" not in response

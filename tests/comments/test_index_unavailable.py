@@ -1,0 +1,135 @@
+"""A failing index is an answer, not a crash: with Redis unreachable, pages 1..10 still render (they
+come straight from DynamoDB), deeper pages are a 503 with Retry-After, the catalogue shows its counts
+as "—", and service comes back by itself when Redis does. Redis is really unreachable here: a closed
+port, or a redis-server of the test's own that it stops and starts again."""
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+import redis
+from django.core.management import call_command
+
+from pagination_index import IndexUnavailable, get_index
+from tests import factories
+from tests.conftest import service_missing
+from tests.pages import parse
+
+SKU = "DOWN-1"
+TOTAL = 260  # 13 pages: 10 fast ones, 3 from the index
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def down_comments(module_table):
+    return factories.seed(SKU, TOTAL, seed=21)
+
+
+@pytest.fixture
+def product(down_comments):
+    return factories.product(SKU, "Sometimes unreachable")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def use_redis_at(settings):
+    """Point the index (a RedisIndex) at the Redis on `port`."""
+
+    def point(port: int) -> None:
+        settings.CACHES = {**settings.CACHES, "index": {**settings.CACHES["index"], "LOCATION": f"redis://127.0.0.1:{port}/0"}}
+        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                     "OPTIONS": {"CACHE": "index", "KEY_PREFIX": "pidx:"}}
+
+    return point
+
+
+class RedisServer:
+    """A redis-server of this test's own, on a free port, its dump file in a temporary folder."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.port = free_port()
+        self.process = None
+
+    def start(self) -> "RedisServer":
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+             "--dir", str(self.folder), "--dbfilename", "dump.rdb", "--logfile", "redis.log"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        for _ in range(100):
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        """Save to disk and exit, as an operator's SHUTDOWN SAVE would."""
+        redis.Redis(port=self.port).shutdown(save=True)
+        self.process.wait(10)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    if not shutil.which("redis-server"):
+        service_missing("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.kill()
+
+
+def assert_degraded(client, product):
+    """What a shopper sees while the index is unreachable."""
+    first = client.get(product.get_absolute_url())
+    assert first.status_code == 200
+    assert first.context["page_obj"].count_is_estimate
+    assert len(parse(first.content.decode())["comments"]) == 20
+    assert client.get(product.get_absolute_url() + "?page=10").status_code == 200
+    deep = client.get(product.get_absolute_url() + "?page=11")
+    assert deep.status_code == 503
+    assert deep["Retry-After"] == "30"
+    assert b"Temporarily unavailable" in deep.content
+    catalogue = client.get("/")
+    assert catalogue.status_code == 200
+    assert "—" in catalogue.content.decode()
+
+
+def test_closed_port(client, product, use_redis_at):
+    use_redis_at(free_port())
+    with pytest.raises(IndexUnavailable):
+        get_index().count(SKU)
+    with pytest.raises(IndexUnavailable):
+        get_index().add_many(SKU, [("a", "2021-01-01T00:00:00.000000Z")])
+    assert_degraded(client, product)
+
+
+def test_stopped_server_then_recovery(client, product, down_comments, use_redis_at, redis_server):
+    use_redis_at(redis_server.port)
+    call_command("rebuild_index", product=[SKU], verbosity=0)
+    expected = parse(client.get(product.get_absolute_url() + "?page=12").content.decode())["comments"]
+    assert expected == [(c.pk, c.sk) for c in down_comments[220:240]]
+
+    redis_server.stop()
+    assert_degraded(client, product)
+
+    redis_server.start()  # same port, same dump file: the index is back as it was
+    page = client.get(product.get_absolute_url() + "?page=12")
+    assert page.status_code == 200
+    assert parse(page.content.decode())["comments"] == expected
+    assert not client.get(product.get_absolute_url()).context["page_obj"].count_is_estimate
+    assert "260" in client.get("/").content.decode()

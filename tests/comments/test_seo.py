@@ -1,0 +1,75 @@
+"""What a product page tells search engines: title, description, canonical, prev/next, JSON-LD."""
+import json
+import re
+
+import pytest
+from django.core.management import call_command
+
+from comments.store import Comment, put_comments
+from tests import factories
+from tests.pages import JSON_LD, json_ld, parse
+
+def head_links(html: str) -> dict:
+    return {link["rel"]: link["href"] for link in parse(html)["links"] if link["tag"] == "link" and link.get("rel")}
+
+
+@pytest.fixture(scope="module")
+def seo_comments(module_table):
+    return {"SEO-SMALL": factories.seed("SEO-SMALL", 45, seed=1), "SEO-BIG": factories.seed("SEO-BIG", 230, seed=2)}
+
+
+@pytest.fixture
+def seo_products(db, seo_comments):
+    products = {sku: factories.product(sku, f"Tea & cakes {sku}") for sku in seo_comments}
+    call_command("rebuild_index", product=list(seo_comments), verbosity=0)
+    return products
+
+
+def test_first_page_head(client, seo_products, seo_comments):
+    html = client.get("/products/SEO-SMALL/").content.decode()
+    assert "<title>Tea &amp; cakes SEO-SMALL · Corner Shop</title>" in html
+    assert re.search(r'<meta name="description" content="45 customer comments on Tea &amp; cakes SEO-SMALL\. Page 1 of 3\.', html)
+    assert head_links(html) == {"canonical": "http://testserver/products/SEO-SMALL/",
+                                "next": "http://testserver/products/SEO-SMALL/?page=2", "stylesheet": "/static/css/shop.css"}
+
+
+def test_second_page_points_back_to_the_bare_url(client, seo_products):
+    html = client.get("/products/SEO-SMALL/?page=2").content.decode()
+    assert "<title>Tea &amp; cakes SEO-SMALL – page 2 · Corner Shop</title>" in html
+    links = head_links(html)
+    assert links["canonical"] == "http://testserver/products/SEO-SMALL/?page=2"
+    assert links["prev"] == "http://testserver/products/SEO-SMALL/"
+    assert links["next"] == "http://testserver/products/SEO-SMALL/?page=3"
+    assert "next" not in head_links(client.get("/products/SEO-SMALL/?page=3").content.decode())
+
+
+def test_json_ld_has_the_reviews_of_the_page_and_an_exact_aggregate(client, seo_products, seo_comments):
+    data = json_ld(client.get("/products/SEO-SMALL/?page=2").content.decode())
+    comments = seo_comments["SEO-SMALL"]
+    assert data["@type"] == "Product" and data["name"] == "Tea & cakes SEO-SMALL"
+    assert data["url"] == "http://testserver/products/SEO-SMALL/"
+    assert data["offers"]["price"] == "9.99"
+    assert [r["reviewBody"] for r in data["review"]] == [c.body for c in comments[20:40]]
+    assert data["review"][0]["reviewRating"]["ratingValue"] == comments[20].rating
+    assert data["aggregateRating"]["ratingCount"] == 45
+    assert data["aggregateRating"]["ratingValue"] == round(sum(c.rating for c in comments) / 45, 2)
+
+
+@pytest.mark.parametrize("number", [1, 12])
+def test_no_aggregate_when_not_every_rating_is_at_hand(client, seo_products, number):
+    """230 comments: more than one Query of the fast path reads, and no scan per page view."""
+    data = json_ld(client.get(f"/products/SEO-BIG/?page={number}" if number > 1 else "/products/SEO-BIG/").content.decode())
+    assert "aggregateRating" not in data and len(data["review"]) == (20 if number == 1 else 10)
+
+
+def test_json_ld_survives_script_breaking_text(client, comments_table, db):
+    body = 'Great </script><script>alert(1)</script> <!-- & "quotes" \u2028 ünïcode'
+    factories.product("SEO-EVIL", "</script>Evil")
+    put_comments([Comment(pk="evil1", sk="2024-01-01T00:00:00.000000Z", sku="SEO-EVIL", author="<b>x</b>", body=body, rating=5)])
+    html = client.get("/products/SEO-EVIL/").content.decode()
+    script = JSON_LD.search(html).group(1)
+    assert "<" not in script and ">" not in script
+    data = json.loads(script)
+    assert data["name"] == "</script>Evil" and data["review"][0]["reviewBody"] == body
+    assert data["review"][0]["author"]["name"] == "<b>x</b>"
+    assert "<script>alert(1)" not in html

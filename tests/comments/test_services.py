@@ -1,0 +1,63 @@
+"""comment_create and the store's conditional put, on DynamoDB Local."""
+import dataclasses
+
+import pytest
+
+from comments import services, store
+from comments.selectors import fast_window
+from comments.services import comment_create
+from pagination_index import aws
+
+
+def items():
+    return aws.dynamodb().scan(TableName=aws.table_name(), ConsistentRead=True)["Items"]
+
+
+def test_comment_create_puts_one_item(comments_table):
+    comment = comment_create(sku="SVC-1", author="Ann", rating=5, body="Great")
+    [item] = items()
+    assert item == store.item_from_comment(comment)
+    assert set(item) == {"PK", "SK", "PK2", "author", "body", "rating"}
+    assert item["PK2"] == {"S": "SVC-1"} and item["rating"] == {"N": "5"}
+    assert store.get_comment(comment.pk, comment.sk) == comment
+
+
+def test_comment_create_drops_the_cached_window(comments_table, settings):
+    settings.COMMENTS_FAST_CACHE_SECONDS = 60
+    assert fast_window("SVC-2").comments == []
+    comment = comment_create(sku="SVC-2", author="Ann", rating=3, body="Fine")
+    assert [c.pk for c in fast_window("SVC-2").comments] == [comment.pk]
+
+
+@pytest.mark.parametrize("rating", [0, 6, "5"])
+def test_comment_create_refuses_a_rating_outside_1_to_5(comments_table, rating):
+    with pytest.raises(ValueError):
+        comment_create(sku="SVC-3", author="Ann", rating=rating, body="x")
+    assert items() == []
+
+
+def test_put_new_comment_never_overwrites(comments_table):
+    comment = store.Comment(pk="a" * 32, sk=store.sk_now(), sku="SVC-4", author="Ann", body="first", rating=4)
+    store.put_new_comment(comment)
+    with pytest.raises(store.CommentExists):
+        store.put_new_comment(dataclasses.replace(comment, body="second"))
+    assert store.get_comment(comment.pk, comment.sk).body == "first"
+
+
+def test_put_new_comment_repeated_is_success(comments_table):
+    """A retry of a put that did land (its response was lost) finds its own item: not an error."""
+    comment = store.Comment(pk="b" * 32, sk=store.sk_now(), sku="SVC-5", author="Ann", body="once", rating=2)
+    store.put_new_comment(comment)
+    store.put_new_comment(comment)
+    assert len(items()) == 1
+
+
+def test_comment_create_takes_a_new_key_when_one_is_taken(comments_table, monkeypatch):
+    taken = comment_create(sku="SVC-6", author="Bo", rating=1, body="mine")
+    ids = iter([taken.pk, "c" * 32])
+    monkeypatch.setattr(store, "sk_now", lambda: taken.sk)  # same key, as if uuid4 collided
+    monkeypatch.setattr(services, "new_comment_id", lambda: next(ids))
+    comment = comment_create(sku="SVC-6", author="Cy", rating=2, body="yours")
+    assert comment.pk == "c" * 32
+    assert store.get_comment(taken.pk, taken.sk).body == "mine"
+    assert len(items()) == 2
