@@ -1,9 +1,9 @@
 """`make bench` / `make bench-smoke`: run every benchmark, passing the arguments on (e.g. --smoke)."""
 import sys
 
-from bench import index_depth
+from bench import index_depth, sync_rate
 
-BENCHMARKS = [index_depth]
+BENCHMARKS = [index_depth, sync_rate]
 
 if __name__ == "__main__":
     sys.exit(max(benchmark.main(sys.argv[1:]) for benchmark in BENCHMARKS))

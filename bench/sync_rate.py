@@ -12,7 +12,7 @@
    written (its SK is its write time). Writer and consumer share one process (and its GIL).
 
 Each backend runs in its own process (its own Django settings); results are printed as a table and
-saved to bench/results/sync_rate[-smoke].json with the machine they ran on.
+saved to bench/results/sync_rate[-smoke]-<UTC time>.json with the machine they ran on.
 """
 from __future__ import annotations
 
@@ -37,13 +37,26 @@ POSTGRES = "postgres://postgres@127.0.0.1:5432"
 
 
 def backend_cases(tmp: Path) -> dict[str, dict]:
-    """Environment per case; PostgreSQL only where it answers."""
-    cases = {"relational/sqlite": {"PAGINATION_INDEX_BACKEND": "relational",
-                                   "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}"}}
+    """Environment per case; PostgreSQL and Redis only where they answer."""
+    sqlite = f"sqlite:///{tmp / 'bench.sqlite3'}"
+    cases = {"relational/sqlite": {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": sqlite}}
     if _postgres_up():
         cases["relational/postgresql"] = {"PAGINATION_INDEX_BACKEND": "relational",
                                           "DATABASE_URL": f"{POSTGRES}/bench_sync_{os.getpid()}"}
+    if _redis_up():  # checkpoints in SQLite, written after the Redis transaction
+        cases["redis"] = {"PAGINATION_INDEX_BACKEND": "redis", "DATABASE_URL": sqlite,
+                          "PAGINATION_INDEX_KEY_PREFIX": f"bench-sync:{os.getpid()}:{uuid.uuid4().hex[:6]}:"}
     return cases
+
+
+def _redis_up() -> bool:
+    try:
+        import redis
+
+        redis.Redis.from_url(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), socket_connect_timeout=1).ping()
+        return True
+    except Exception:
+        return False
 
 
 def _postgres_up() -> bool:
@@ -66,7 +79,7 @@ def _django(env: dict) -> None:
 
 
 # --- parent: DynamoDB Local, the records, the cases --------------------------------------------------
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=10_000, help="Stream records to apply (default 10,000).")
     parser.add_argument("--lag-seconds", type=float, default=20, help="How long the 200/s writer runs.")
@@ -74,7 +87,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="Tiny sizes, to prove the script runs.")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--records-file", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.smoke:
         args.records, args.lag_seconds = 1_000, 3
     if args.case:
@@ -104,7 +117,8 @@ def main() -> int:
               "records": len(records), "writer_rate": args.rate, "lag_seconds": args.lag_seconds, "results": results}
     print_table(report)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / ("sync_rate-smoke.json" if args.smoke else "sync_rate.json")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    path = RESULTS / f"sync_rate{'-smoke' if args.smoke else ''}-{stamp}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     print(f"saved {path.relative_to(ROOT)}")
     return 0
@@ -177,6 +191,8 @@ def run_case(args) -> int:
 
         with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{database["NAME"]}"')
+    from pagination_index import get_index
+
     try:
         call_command("migrate", verbosity=0)
         records = pickle.loads(Path(args.records_file).read_bytes())
@@ -185,6 +201,7 @@ def run_case(args) -> int:
                   "writer_alone": follow_lag(args.lag_seconds / 2, args.rate, follow=False),
                   "lag": follow_lag(args.lag_seconds, args.rate)}
     finally:
+        get_index().clear()  # the Redis case's keys (all under its own prefix); the databases go anyway
         if created_pg:
             from django.db import connections
 
