@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 from django.db import DatabaseError, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
+from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, Removal, net_ops
 from pagination_index.models import IndexEntry, IndexGroup
 
 # Stays under every SQLite build's bound-parameter limit.
@@ -32,13 +32,16 @@ class RelationalIndex(BaseIndex):
         self.apply_net({group: list(entries)}, {})
 
     def remove_many(self, group: str, members: Sequence[str]) -> None:
-        self.apply_net({}, {group: list(members)})
+        self.apply_net({}, {group: [(member, None) for member in members]})
+
+    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
+        self.apply_net({}, {group: list(removals)})
 
     def apply(self, ops: Iterable[Op]) -> None:
         adds, removes = net_ops(ops)
         self.apply_net(adds, removes)
 
-    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[str]]) -> None:
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Upsert and delete across groups in one transaction, keeping the group counts exact."""
         try:
             with transaction.atomic(using=self.using):
@@ -56,10 +59,21 @@ class RelationalIndex(BaseIndex):
         groups.bulk_create([IndexGroup(name=group, count=0)], ignore_conflicts=True)
         list(groups.select_for_update().filter(name=group).values_list("pk"))
 
-    def _delete(self, group: str, members: list[str]) -> int:
+    def _delete(self, group: str, removals: list[Removal]) -> int:
+        """Delete members, the conditional ones only where the sort key still matches."""
+        rows = IndexEntry.objects.using(self.using).filter(group=group)
         deleted = 0
-        for chunk in _chunks(members):
-            deleted += IndexEntry.objects.using(self.using).filter(group=group, member__in=chunk).delete()[0]
+        for chunk in _chunks(removals):
+            wanted: dict[str, set | None] = {}
+            for member, sort_key in chunk:
+                if sort_key is None or wanted.get(member, set()) is None:
+                    wanted[member] = None
+                else:
+                    wanted.setdefault(member, set()).add(sort_key)
+            existing = rows.filter(member__in=list(wanted)).values_list("member", "sort_key")
+            doomed = [member for member, sort_key in existing if wanted[member] is None or sort_key in wanted[member]]
+            if doomed:
+                deleted += rows.filter(member__in=doomed).delete()[0]
         return deleted
 
     def _upsert(self, group: str, entries: list[Entry]) -> int:
