@@ -61,7 +61,11 @@ class IndexBlock(models.Model):
 
 
 class ShardCheckpoint(models.Model):
-    """The last stream record applied to the index, per shard."""
+    """The last stream record applied to the index, per shard, and the lease on reading it.
+
+    Only the lease holder (lease_owner, until lease_expires_at) may apply the shard's records; a
+    consumer that dies keeps it until it expires, then another takes over from the checkpoint.
+    """
 
     stream_arn = models.CharField(max_length=512)
     shard_id = models.CharField(max_length=128)
@@ -70,6 +74,11 @@ class ShardCheckpoint(models.Model):
     finished = models.BooleanField(default=False)
     last_record_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    lease_owner = models.CharField(max_length=255, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    # Seconds from the last applied record's ApproximateCreationDateTime to its apply.
+    lag_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -92,3 +101,20 @@ class LagSample(models.Model):
 
     def __str__(self):
         return f"{self.at:%H:%M:%S} {self.lag_seconds:.1f}s"
+
+
+class StaleGroup(models.Model):
+    """A group that may have lost stream records; verify_index fails until it is rebuilt.
+
+    group "*" stands for groups the index did not hold when the loss was found: only a full
+    rebuild clears it.
+    """
+
+    ALL = "*"
+
+    group = models.CharField(max_length=255, unique=True)
+    reason = models.TextField()
+    detected_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.group}: {self.reason}"

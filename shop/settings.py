@@ -164,6 +164,10 @@ PAGINATION_INDEX = {
 }
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 
+# --- Stream sync (issue 5) ------------------------------------------------------------------
+# A shard lease lasts this long unless renewed: how soon a standby sync_index takes over.
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+
 # --- Redis index backend ----------------------------------------------------------------------
 # PAGINATION_INDEX_BACKEND=redis: one sorted set per product in REDIS_URL, reached through this
 # django-redis cache alias. Short timeouts: a dead Redis must turn into a quick 503, not a hung page.

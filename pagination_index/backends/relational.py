@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
+from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, Removal, net_ops
 from pagination_index.backends.blocks import MIN, BlockTree, Key
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
@@ -39,13 +39,16 @@ class PlainRelationalIndex(BaseIndex):
         self.apply_net({group: list(entries)}, {})
 
     def remove_many(self, group: str, members: Sequence[str]) -> None:
-        self.apply_net({}, {group: list(members)})
+        self.apply_net({}, {group: [(member, None) for member in members]})
+
+    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
+        self.apply_net({}, {group: list(removals)})
 
     def apply(self, ops: Iterable[Op]) -> None:
         adds, removes = net_ops(ops)
         self.apply_net(adds, removes)
 
-    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[str]]) -> None:
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Upsert and delete across groups in one transaction, keeping the group counts exact."""
         try:
             with transaction.atomic(using=self.using):
@@ -54,9 +57,9 @@ class PlainRelationalIndex(BaseIndex):
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
-    def _apply_group(self, group: str, entries: list[Entry], members: list[str]) -> None:
+    def _apply_group(self, group: str, entries: list[Entry], removals: list[Removal]) -> None:
         self._lock_group(group)
-        delta = -self._delete(group, members)
+        delta = -self._delete(group, removals)
         delta += sum(change for _, change in self._upsert(group, entries))
         if delta:
             IndexGroup.objects.using(self.using).filter(name=group).update(count=F("count") + delta)
@@ -67,11 +70,37 @@ class PlainRelationalIndex(BaseIndex):
         groups.bulk_create([IndexGroup(name=group, count=0)], ignore_conflicts=True)
         return groups.select_for_update().filter(name=group).values_list("pk", "count", "levels").get()
 
-    def _delete(self, group: str, members: list[str]) -> int:
-        deleted = 0
-        for chunk in _chunks(members):
-            deleted += IndexEntry.objects.using(self.using).filter(group=group, member__in=chunk).delete()[0]
-        return deleted
+    def _delete(self, group: str, removals: list[Removal]) -> int:
+        """Delete members, the conditional ones only where the sort key still matches."""
+        return len(self._delete_keys(group, removals))
+
+    def _delete_keys(self, group: str, removals: list[Removal]) -> list[Change]:
+        """Delete entries, a conditional removal only while the entry still has its sort key (the
+        stream's REMOVE of item (PK, SK) must not delete the entry of a newer (PK, SK')); return the
+        keys deleted, in one statement a chunk."""
+        anyway = list(dict.fromkeys(member for member, sort_key in removals if sort_key is None))
+        unconditional = set(anyway)
+        conditional = list(dict.fromkeys(
+            (member, sort_key) for member, sort_key in removals if sort_key is not None and member not in unconditional
+        ))
+        changes: list[Change] = []
+        for chunk in _chunks(anyway):
+            changes += self._delete_returning(group, f"member IN ({', '.join(['%s'] * len(chunk))})", chunk)
+        for chunk in _chunks(conditional, CHUNK // 2):
+            condition = " OR ".join(["(member = %s AND sort_key = %s)"] * len(chunk))
+            changes += self._delete_returning(group, f"({condition})", [value for pair in chunk for value in pair])
+        return changes
+
+    def _delete_returning(self, group: str, condition: str, params: list[str]) -> list[Change]:
+        connection = connections[self.using]
+        table = connection.ops.quote_name(IndexEntry._meta.db_table)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE {connection.ops.quote_name('group')} = %s AND {condition}"
+                " RETURNING sort_key, member",
+                [group, *params],
+            )
+            return [((sort_key, member), -1) for sort_key, member in cursor.fetchall()]
 
     def _upsert(self, group: str, entries: list[Entry]) -> list[Change]:
         """Insert new members, move changed ones; return the changes of keys this made."""
@@ -210,9 +239,9 @@ class RelationalIndex(PlainRelationalIndex):
                          block_size=self.block_size, fanout=self.fanout)
 
     # --- writes -------------------------------------------------------------------------------
-    def _apply_group(self, group: str, entries: list[Entry], members: list[str]) -> None:
+    def _apply_group(self, group: str, entries: list[Entry], removals: list[Removal]) -> None:
         group_id, count, levels = self._lock_group(group)
-        changes = self._delete_keys(group, members) + self._upsert(group, entries)
+        changes = self._delete_keys(group, removals) + self._upsert(group, entries)
         if not changes:
             return
         count += sum(change for _, change in changes)
@@ -224,21 +253,6 @@ class RelationalIndex(PlainRelationalIndex):
         IndexGroup.objects.using(self.using).filter(pk=group_id).update(
             count=count, levels=tree.levels, version=F("version") + 1
         )
-
-    def _delete_keys(self, group: str, members: list[str]) -> list[Change]:
-        """Delete members; return the keys they had, in one statement a chunk."""
-        connection = connections[self.using]
-        table = connection.ops.quote_name(IndexEntry._meta.db_table)
-        changes: list[Change] = []
-        for chunk in _chunks(list(dict.fromkeys(members))):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE {connection.ops.quote_name('group')} = %s"
-                    f" AND member IN ({', '.join(['%s'] * len(chunk))}) RETURNING sort_key, member",
-                    [group, *chunk],
-                )
-                changes += [((sort_key, member), -1) for sort_key, member in cursor.fetchall()]
-        return changes
 
     def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
         levels = self._tree(group, group_id, levels).build(count)
@@ -359,6 +373,10 @@ class RelationalIndex(PlainRelationalIndex):
                         return count
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
+
+    def check_integrity(self, group: str) -> list[str]:
+        """verify_index's hook: the block counts against the entries."""
+        return self.check_blocks(group)
 
     def check_blocks(self, group: str) -> list[str]:
         """What is wrong with a group's blocks and count, compared with its entries ([] if
