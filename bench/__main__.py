@@ -6,7 +6,10 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ["bench.index_depth", "bench.filtered_pages", "bench.index_memory", "bench.page_depth", "bench.load"]
+BENCHMARKS = [
+    "bench.index_depth", "bench.relational_depth", "bench.filtered_pages", "bench.sync_rate",
+    "bench.index_memory", "bench.page_depth", "bench.load",
+]
 
 if __name__ == "__main__":
     failed = []

@@ -98,9 +98,11 @@ def add_database(alias: str, config: dict) -> None:
 
 
 def set_group_count(alias: str, group: str, count: int) -> None:
+    """Count the group, and build its counted blocks in bulk, as rebuild_index does."""
     from pagination_index.models import IndexGroup
 
     IndexGroup.objects.using(alias).update_or_create(name=group, defaults={"count": count})
+    RelationalIndex({"DATABASE": alias}).rebuild_blocks(group)
 
 
 # --- stores -----------------------------------------------------------------------------------

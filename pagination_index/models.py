@@ -26,13 +26,46 @@ class IndexGroup(models.Model):
 
     name = models.CharField(max_length=255, unique=True)
     count = models.BigIntegerField(default=0)
+    # How many levels of IndexBlock the group has; 0 until its blocks are first built.
+    levels = models.PositiveSmallIntegerField(default=0)
+    # Bumped by every write to the group, so a multi-query read can tell it saw one state.
+    version = models.BigIntegerField(default=0)
 
     def __str__(self):
         return f"{self.name} ({self.count})"
 
 
+class IndexBlock(models.Model):
+    """A counted run of a group's sort order: one node of the rank tree (backends/blocks.py).
+
+    A block covers the keys (sort_key, member) from its floor up to the next floor of its level;
+    `count` is how many entries fall in that range, at every level.
+    """
+
+    group = models.ForeignKey(IndexGroup, on_delete=models.CASCADE, related_name="blocks", db_index=False)
+    level = models.PositiveSmallIntegerField()
+    floor_sort_key = models.CharField(max_length=64)
+    floor_member = models.CharField(max_length=255)
+    count = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            # Also the index every block lookup and level scan uses.
+            models.UniqueConstraint(
+                fields=["group", "level", "floor_sort_key", "floor_member"], name="pagination_index_block_floor"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.group_id}/{self.level}: {self.floor_sort_key} {self.floor_member} ({self.count})"
+
+
 class ShardCheckpoint(models.Model):
-    """The last stream record applied to the index, per shard."""
+    """The last stream record applied to the index, per shard, and the lease on reading it.
+
+    Only the lease holder (lease_owner, until lease_expires_at) may apply the shard's records; a
+    consumer that dies keeps it until it expires, then another takes over from the checkpoint.
+    """
 
     stream_arn = models.CharField(max_length=512)
     shard_id = models.CharField(max_length=128)
@@ -41,6 +74,11 @@ class ShardCheckpoint(models.Model):
     finished = models.BooleanField(default=False)
     last_record_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+    lease_owner = models.CharField(max_length=255, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    # Seconds from the last applied record's ApproximateCreationDateTime to its apply.
+    lag_seconds = models.FloatField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -63,3 +101,20 @@ class LagSample(models.Model):
 
     def __str__(self):
         return f"{self.at:%H:%M:%S} {self.lag_seconds:.1f}s"
+
+
+class StaleGroup(models.Model):
+    """A group that may have lost stream records; verify_index fails until it is rebuilt.
+
+    group "*" stands for groups the index did not hold when the loss was found: only a full
+    rebuild clears it.
+    """
+
+    ALL = "*"
+
+    group = models.CharField(max_length=255, unique=True)
+    reason = models.TextField()
+    detected_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.group}: {self.reason}"

@@ -51,9 +51,9 @@ def record_ops(record: dict) -> list[Op]:
     old = image_entries(change.get("OldImage"))
     new = image_entries(change.get("NewImage"))
     ops: list[Op] = []
-    for group, (member, _) in old.items():
+    for group, (member, sort_key) in old.items():
         if group not in new or new[group][0] != member:
-            ops.append(Remove(group, member))
+            ops.append(Remove(group, member, sort_key))  # only while the entry still has this item's SK
     for group, entry in new.items():
         if old.get(group) != entry:
             ops.append(Add(group, *entry))
@@ -126,7 +126,7 @@ def group_count(group: str) -> int:
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
-def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
+def _scan_segment(segment: int, segments: int, on_item=None) -> dict[str, list[Entry]]:
     found: dict[str, list[Entry]] = {}
     items = _paginate(
         aws.dynamodb().scan,
@@ -139,14 +139,17 @@ def _scan_segment(segment: int, segments: int) -> dict[str, list[Entry]]:
     for item in items:
         for group, entry in image_entries(item).items():
             found.setdefault(group, []).append(entry)
+        if on_item:
+            on_item()
     return found
 
 
-def all_entries(segments: int = 4) -> dict[str, list[Entry]]:
-    """Every group's entries, by a parallel Scan of the table."""
+def all_entries(segments: int = 4, on_item=None) -> dict[str, list[Entry]]:
+    """Every group's entries, by a parallel Scan of the table; on_item() is called per item read
+    (from the Scan's threads)."""
     merged: dict[str, list[Entry]] = {}
     with ThreadPoolExecutor(max_workers=segments) as pool:
-        for part in pool.map(_scan_segment, range(segments), [segments] * segments):
+        for part in pool.map(_scan_segment, range(segments), [segments] * segments, [on_item] * segments):
             for group, entries in part.items():
                 merged.setdefault(group, []).extend(entries)
     return merged
@@ -156,6 +159,11 @@ def table_has_items() -> bool:
     response = aws.dynamodb().scan(TableName=aws.table_name(), Limit=1, ProjectionExpression="#m",
                                    ExpressionAttributeNames={"#m": MEMBER})
     return bool(response.get("Items"))
+
+
+def approximate_item_count() -> int:
+    """DescribeTable's ItemCount: refreshed every few hours by DynamoDB, good for a progress bar."""
+    return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"].get("ItemCount", 0)
 
 
 def stream_arn() -> str | None:

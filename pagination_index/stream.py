@@ -3,29 +3,58 @@
 Rules (DESIGN.md, "Keeping the index in step"): every shard of the stream; a child shard only after
 its parent is finished or gone; a checkpoint per shard; a batch is applied and then checkpointed,
 inside one database transaction, so a crash at any point loses nothing and re-applying a batch is
-harmless.
+harmless. A shard is read only under its lease (leases.py), so two consumers can run for failover.
 """
 from __future__ import annotations
 
 import logging
+import random
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone as dt_timezone
 
-from botocore.exceptions import ClientError
-from django.db import DEFAULT_DB_ALIAS, transaction
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+)
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.utils import timezone
 
 from pagination_index import aws
 from pagination_index.backends.base import BaseIndex
-from pagination_index.lag import LagSampler, record_lag
+from pagination_index.lag import LagSampler
+from pagination_index.leases import (
+    LeaseLost,
+    lease_acquire,
+    lease_hold,
+    lease_release,
+    leases_renew,
+    leases_take,
+    new_owner_id,
+)
 from pagination_index.models import ShardCheckpoint
 from pagination_index.source import records_ops
+from pagination_index.stale import stale_groups_mark
 
 logger = logging.getLogger(__name__)
 
+RETRYABLE_CODES = frozenset({
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "LimitExceededException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+})
+RETRYABLE_ERRORS = (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError, ReadTimeoutError)
 
-class StreamTrimmed(Exception):
-    """Records this consumer had not applied are gone from the stream (past its 24 h retention)."""
+
+class Stopped(Exception):
+    """The stop event was set while waiting to retry."""
 
 
 def apply_records(index: BaseIndex, records: list[dict]) -> int:
@@ -36,8 +65,34 @@ def apply_records(index: BaseIndex, records: list[dict]) -> int:
     return len(ops)
 
 
+def checkpoint_database(index: BaseIndex) -> str:
+    """Checkpoints (and leases, and stale marks) live beside a relational index: same database, so
+    one transaction covers both; any other index is written first and checkpointed after, in the
+    default database."""
+    return getattr(index, "using", DEFAULT_DB_ALIAS)
+
+
+def record_created_at(record: dict) -> datetime | None:
+    """ApproximateCreationDateTime: a datetime from boto3, epoch seconds in a Lambda event."""
+    created = record["dynamodb"].get("ApproximateCreationDateTime")
+    if isinstance(created, (int, float)):
+        return datetime.fromtimestamp(created, tz=dt_timezone.utc)
+    return created if isinstance(created, datetime) else None
+
+
 def _error_code(exc: ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff with full jitter: attempt n waits uniform(0, min(cap, base*2**n))."""
+
+    base: float = 0.2
+    cap: float = 20.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.cap, self.base * 2**attempt))
 
 
 @dataclass
@@ -45,28 +100,52 @@ class PollResult:
     records: int = 0
     ops: int = 0
     finished_shards: list[str] = field(default_factory=list)
+    trimmed: list[str] = field(default_factory=list)  # what was lost, one line per loss
+    leased_elsewhere: set[str] = field(default_factory=set)  # shards another consumer holds
 
 
 class StreamConsumer:
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
-                 stop_event: threading.Event | None = None):
+                 stop_event: threading.Event | None = None, owner: str | None = None,
+                 lease_seconds: float = 30.0, backoff: Backoff | None = None):
         self.index = index
-        # Checkpoints live beside a relational index (same database, same transaction); any other
-        # index is written first and checkpointed after, in the default database.
-        self.database = getattr(index, "using", DEFAULT_DB_ALIAS)
+        self.database = checkpoint_database(index)
         self.stream_arn = stream_arn
         self.batch_size = batch_size
         self.stop_event = stop_event or threading.Event()
+        self.owner = owner or new_owner_id()
+        self.lease_seconds = lease_seconds
+        self.backoff = backoff or Backoff()
         self.client = aws.dynamodbstreams()
-        self._iterators: dict[str, str] = {}
+        # shard id -> (iterator, the checkpoint it continues from)
+        self._iterators: dict[str, tuple[str, str]] = {}
         self.lag = LagSampler()
+
+    # --- calls ------------------------------------------------------------------------------------
+    def _call(self, method, **kwargs):
+        """One DynamoDB Streams call, retried with backoff on throttling and network errors."""
+        attempt = 0
+        while True:
+            try:
+                return method(**kwargs)
+            except ClientError as exc:
+                if _error_code(exc) not in RETRYABLE_CODES:
+                    raise
+                error = exc
+            except RETRYABLE_ERRORS as exc:
+                error = exc
+            delay = self.backoff.delay(attempt)
+            attempt += 1
+            logger.warning("%s failed (%s); retry %d in %.2fs", method.__name__, error, attempt, delay)
+            if self.stop_event.wait(delay):
+                raise Stopped
 
     # --- shards -------------------------------------------------------------------------------
     def describe_shards(self) -> list[dict]:
         shards: list[dict] = []
         kwargs = {"StreamArn": self.stream_arn}
         while True:
-            description = self.client.describe_stream(**kwargs)["StreamDescription"]
+            description = self._call(self.client.describe_stream, **kwargs)["StreamDescription"]
             shards.extend(description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
@@ -85,29 +164,73 @@ class StreamConsumer:
         )
         return checkpoint
 
-    def _iterator(self, checkpoint: ShardCheckpoint) -> str:
+    def _iterator(self, checkpoint: ShardCheckpoint, result: PollResult) -> str:
         kwargs = {"StreamArn": self.stream_arn, "ShardId": checkpoint.shard_id}
         if checkpoint.sequence_number:
             kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=checkpoint.sequence_number)
         else:
             kwargs["ShardIteratorType"] = "TRIM_HORIZON"
         try:
-            return self.client.get_shard_iterator(**kwargs)["ShardIterator"]
+            return self._call(self.client.get_shard_iterator, **kwargs)["ShardIterator"]
         except ClientError as exc:
-            if _error_code(exc) == "TrimmedDataAccessException":
-                raise StreamTrimmed(
-                    f"shard {checkpoint.shard_id}: records after {checkpoint.sequence_number} were trimmed "
-                    "from the stream before they were applied; run `manage.py rebuild_index`"
-                ) from exc
-            raise
+            if _error_code(exc) != "TrimmedDataAccessException":
+                raise
+        self._trimmed(checkpoint, result, f"records after {checkpoint.sequence_number or 'the start'} were trimmed")
+        return self._iterator(checkpoint, result)
+
+    def _trimmed(self, checkpoint: ShardCheckpoint, result: PollResult, what: str) -> None:
+        """Records were lost: mark the groups for rebuild, then go on from the oldest record left."""
+        reason = f"stream {self.stream_arn} shard {checkpoint.shard_id}: {what} before they were applied"
+        groups = stale_groups_mark(groups=self.index.groups(), reason=reason, using=self.database)
+        result.trimmed.append(f"{reason}; rebuild: {', '.join(groups)}")
+        ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(sequence_number="")
+        checkpoint.sequence_number = ""
+
+    def _vanished(self, shards: list[dict], checkpoints: dict[str, ShardCheckpoint], result: PollResult) -> None:
+        """An unfinished shard that is gone from the stream expired with records we never read."""
+        known = {shard["ShardId"] for shard in shards}
+        for shard_id, checkpoint in checkpoints.items():
+            if not checkpoint.finished and shard_id not in known:
+                self._trimmed(checkpoint, result, "the shard expired from the stream with records")
+                ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+                    finished=True, lease_owner=""
+                )
+                checkpoint.finished = True
+
+    def note_position(self, checkpoint: ShardCheckpoint, shard: dict) -> None:
+        """Give a shard never read a checkpoint at its current end, without applying anything
+        (rebuild_index: what is in the table now need not be replayed from the stream)."""
+        ending = shard.get("SequenceNumberRange", {}).get("EndingSequenceNumber")
+        if ending:  # closed: all of it is older than the rebuild's read
+            checkpoint.sequence_number, checkpoint.finished = ending, True
+        else:
+            iterator = self._iterator(checkpoint, PollResult())
+            while iterator:
+                response = self._call(self.client.get_records, ShardIterator=iterator, Limit=1000)
+                records = response.get("Records", [])
+                if records:
+                    checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
+                iterator = response.get("NextShardIterator") if records else None
+        ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+            sequence_number=checkpoint.sequence_number, finished=checkpoint.finished
+        )
 
     # --- reading ------------------------------------------------------------------------------
     def poll(self) -> PollResult:
-        """One pass: read every readable shard up to its current end."""
+        """One pass: read every shard we can lease up to its current end."""
         result = PollResult()
+        try:
+            self._poll(result)
+        except Stopped:
+            pass
+        return result
+
+    def _poll(self, result: PollResult) -> None:
         shards = self.describe_shards()
         known = {shard["ShardId"] for shard in shards}
-        done = {shard_id for shard_id, cp in self.checkpoints().items() if cp.finished}
+        checkpoints = self.checkpoints()
+        self._vanished(shards, checkpoints, result)
+        done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
         pending = [shard for shard in shards if shard["ShardId"] not in done]
         while pending and not self.stop_event.is_set():
             ready = [
@@ -120,23 +243,41 @@ class StreamConsumer:
             for shard in ready:
                 if self.stop_event.is_set():
                     break
-                if self._read_shard(shard, result):
+                checkpoint = self._checkpoint(shard)
+                if checkpoint.finished:  # another consumer finished it meanwhile
                     done.add(shard["ShardId"])
-                    result.finished_shards.append(shard["ShardId"])
+                    continue
+                if not lease_acquire(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds):
+                    self._iterators.pop(shard["ShardId"], None)
+                    result.leased_elsewhere.add(shard["ShardId"])
+                    continue
+                try:
+                    if self._read_shard(checkpoint, result):
+                        done.add(shard["ShardId"])
+                        result.finished_shards.append(shard["ShardId"])
+                except LeaseLost as exc:
+                    logger.warning("%s", exc)
+                    self._iterators.pop(shard["ShardId"], None)
             pending = [shard for shard in pending if shard not in ready]
-        return result
 
-    def _read_shard(self, shard: dict, result: PollResult) -> bool:
+    def _read_shard(self, checkpoint: ShardCheckpoint, result: PollResult) -> bool:
         """Read one shard to its current end; True when the shard is closed and fully applied."""
-        checkpoint = self._checkpoint(shard)
-        shard_id = shard["ShardId"]
-        iterator = self._iterators.pop(shard_id, None) or self._iterator(checkpoint)
+        shard_id = checkpoint.shard_id
+        iterator, continues_from = self._iterators.pop(shard_id, (None, None))
+        if continues_from != checkpoint.sequence_number:  # someone else moved it: start afresh
+            iterator = None
+        iterator = iterator or self._iterator(checkpoint, result)
         while not self.stop_event.is_set():
             try:
-                response = self.client.get_records(ShardIterator=iterator, Limit=self.batch_size)
+                response = self._call(self.client.get_records, ShardIterator=iterator, Limit=self.batch_size)
             except ClientError as exc:
-                if _error_code(exc) == "ExpiredIteratorException":
-                    iterator = self._iterator(checkpoint)
+                code = _error_code(exc)
+                if code == "ExpiredIteratorException":
+                    iterator = self._iterator(checkpoint, result)
+                    continue
+                if code == "TrimmedDataAccessException":
+                    self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
+                    iterator = self._iterator(checkpoint, result)
                     continue
                 raise
             records = response.get("Records", [])
@@ -147,23 +288,36 @@ class StreamConsumer:
             if next_iterator is None:
                 return True
             if not records:
-                self._iterators[shard_id] = next_iterator
+                lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
+                self._iterators[shard_id] = (next_iterator, checkpoint.sequence_number)
                 return False
             iterator = next_iterator
         return False
 
     def _commit(self, checkpoint: ShardCheckpoint, records: list[dict], *, finished: bool) -> int:
-        """Apply a batch and move the checkpoint past it, in one transaction where the store allows."""
+        """Apply a batch and move the checkpoint past it, under our lease, in one transaction
+        (the index writes join it when the index lives in the same database)."""
         with transaction.atomic(using=self.database):
+            lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
             ops = apply_records(self.index, records)
+            now = timezone.now()
             if records:
                 checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
-                created = records[-1]["dynamodb"].get("ApproximateCreationDateTime")
-                if isinstance(created, datetime):
+                checkpoint.applied_at = now
+                created = record_created_at(records[-1])
+                if created:
                     checkpoint.last_record_at = created
+                    checkpoint.lag_seconds = max((now - created).total_seconds(), 0.0)
             checkpoint.finished = finished
-            checkpoint.save()
-        lag = record_lag(records[-1]["dynamodb"].get("ApproximateCreationDateTime")) if records else None
+            if finished:
+                checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
+            ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+                sequence_number=checkpoint.sequence_number, applied_at=checkpoint.applied_at,
+                last_record_at=checkpoint.last_record_at, lag_seconds=checkpoint.lag_seconds,
+                finished=finished, updated_at=now,
+                **({"lease_owner": "", "lease_expires_at": None} if finished else {}),
+            )
+        lag = checkpoint.lag_seconds if records else None
         self.lag.note(lag)
         logger.info("sync batch", extra={"fields": {
             "records": len(records), "ops": ops, "shard": checkpoint.shard_id, "finished": finished,
@@ -172,22 +326,62 @@ class StreamConsumer:
         return ops
 
     def run(self, *, once: bool, poll_seconds: float = 1.0, on_poll=None) -> PollResult:
-        """Drain to the current end (once) or follow until stop_event is set."""
+        """Drain to the current end (once) or follow until stop_event is set; leases are given up
+        on the way out so a standby consumer takes over without waiting for them to expire."""
         total = PollResult()
-        while not self.stop_event.is_set():
-            result = self.poll()
-            total.records += result.records
-            total.ops += result.ops
-            total.finished_shards += result.finished_shards
-            if not result.records:
-                self.lag.note(0.0)  # caught up: nothing is waiting
-            self.lag.flush(force=once and not result.records)
-            if on_poll:
-                on_poll(result)
-            if once:
-                if not result.records and not result.finished_shards:
-                    break
-                continue
-            if not result.records:
+        try:
+            while not self.stop_event.is_set():
+                result = self.poll()
+                total.records += result.records
+                total.ops += result.ops
+                total.finished_shards += result.finished_shards
+                total.trimmed += result.trimmed
+                total.leased_elsewhere = result.leased_elsewhere
+                if not result.records:
+                    self.lag.note(0.0)  # caught up: nothing is waiting
+                self.lag.flush(force=once and not result.records)
+                if on_poll:
+                    on_poll(result)
+                if once:
+                    if not result.records and not result.finished_shards:
+                        break
+                    continue
+                # A poll reads every shard to its current end, so now we are caught up: wait, rather
+                # than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
                 self.stop_event.wait(poll_seconds)
+        finally:
+            lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
         return total
+
+
+@contextmanager
+def stream_paused(*, index: BaseIndex, stream_arn: str, lease_seconds: float):
+    """Hold every shard's lease (rebuild_index): consumers apply nothing meanwhile and resume from
+    checkpoints noted before the table is read, so every write made during the rebuild is replayed
+    onto the rebuilt groups (ops are idempotent and keep per-item order). Yields the checkpoints."""
+    consumer = StreamConsumer(index=index, stream_arn=stream_arn, owner=new_owner_id("rebuild"),
+                              lease_seconds=lease_seconds)
+    shards = {shard["ShardId"]: shard for shard in consumer.describe_shards()}
+    checkpoints = leases_take(stream_arn=stream_arn, shards=list(shards.values()), owner=consumer.owner,
+                              seconds=lease_seconds, using=consumer.database)
+    for checkpoint in checkpoints:
+        if checkpoint.shard_id in shards and not checkpoint.sequence_number and not checkpoint.finished:
+            consumer.note_position(checkpoint, shards[checkpoint.shard_id])
+    done = threading.Event()
+
+    def keep_leases():
+        try:
+            while not done.wait(lease_seconds / 3):
+                leases_renew(stream_arn=stream_arn, owner=consumer.owner, seconds=lease_seconds,
+                             using=consumer.database)
+        finally:
+            connections[consumer.database].close()
+
+    keeper = threading.Thread(target=keep_leases, name="rebuild-leases", daemon=True)
+    keeper.start()
+    try:
+        yield checkpoints
+    finally:
+        done.set()
+        keeper.join()
+        lease_release(stream_arn=stream_arn, owner=consumer.owner, using=consumer.database)

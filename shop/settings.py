@@ -164,6 +164,10 @@ PAGINATION_INDEX = {
 }
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 
+# --- Stream sync (issue 5) ------------------------------------------------------------------
+# A shard lease lasts this long unless renewed: how soon a standby sync_index takes over.
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+
 # --- Redis index backend ----------------------------------------------------------------------
 # PAGINATION_INDEX_BACKEND=redis: one sorted set per product in REDIS_URL, reached through this
 # django-redis cache alias. Short timeouts: a dead Redis must turn into a quick 503, not a hung page.
@@ -187,6 +191,14 @@ if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
         "CACHE": "index",
         "KEY_PREFIX": os.environ.get("PAGINATION_INDEX_KEY_PREFIX", "pidx:"),
     }
+
+# --- Relational index: counted blocks (README, "The relational index at any depth") ----------------
+# Entries per level 0 block and blocks per upper block; each kept within half to twice the target.
+if PAGINATION_INDEX["BACKEND"] == "pagination_index.backends.relational.RelationalIndex":
+    PAGINATION_INDEX["OPTIONS"].update(
+        BLOCK_SIZE=int(os.environ.get("PAGINATION_INDEX_BLOCK_SIZE", "1024")),
+        FANOUT=int(os.environ.get("PAGINATION_INDEX_FANOUT", "64")),
+    )
 
 # --- Production: static files, HTTPS, security headers, logging ------------------------------
 # Static files are served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build)

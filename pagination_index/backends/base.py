@@ -31,29 +31,50 @@ class Add:
 
 @dataclass(frozen=True, slots=True)
 class Remove:
+    """Remove a member; with a sort_key, only while the member's entry still has that sort key.
+
+    The stream's REMOVE of item (PK, SK1) must not delete the entry a later INSERT of (PK, SK2)
+    made: the two are different items, whose records may be applied out of order (different
+    shards, or a replay after a rebuild).
+    """
+
     group: str
     member: str
+    sort_key: str | None = None
 
 
 Op = Add | Remove
+Removal = tuple[str, str | None]  # (member, sort key it must still have, or None: unconditionally)
 
 
-def net_ops(ops: Iterable[Op]) -> tuple[dict[str, list[Entry]], dict[str, list[str]]]:
-    """Reduce a sequence of ops to its net effect, as (adds by group, removes by group).
+def net_ops(ops: Iterable[Op]) -> tuple[dict[str, list[Entry]], dict[str, list[Removal]]]:
+    """Reduce a sequence of ops to its net effect, as (adds by group, removals by group).
 
-    Adds are upserts and removes are idempotent, so the last op on a (group, member) decides its
-    final state: applying only the last ones, in any order, ends in the same place.
+    Adds are upserts and removes are idempotent, so the ops on one (group, member) fold into one
+    final op; applying the folded ops, in any order, ends where applying them all in order would.
+    A conditional remove after an add of another sort key does nothing; several conditional
+    removes in a row stay several removals (remove if the entry has any of those sort keys).
     """
-    last: dict[tuple[str, str], Op] = {}
+    last: dict[tuple[str, str], Add | list[Removal]] = {}
     for op in ops:
-        last[(op.group, op.member)] = op
-    adds: dict[str, list[Entry]] = {}
-    removes: dict[str, list[str]] = {}
-    for (group, member), op in last.items():
+        key = (op.group, op.member)
+        before = last.get(key)
         if isinstance(op, Add):
-            adds.setdefault(group, []).append((member, op.sort_key))
+            last[key] = op
+        elif isinstance(before, Add):
+            if op.sort_key is None or op.sort_key == before.sort_key:
+                last[key] = [(op.member, None)]  # the add fixed the entry; this removes it
+        elif before is None or op.sort_key is None:
+            last[key] = [(op.member, op.sort_key)]
+        elif (op.member, None) not in before:
+            last[key] = before + [(op.member, op.sort_key)]
+    adds: dict[str, list[Entry]] = {}
+    removes: dict[str, list[Removal]] = {}
+    for (group, member), folded in last.items():
+        if isinstance(folded, Add):
+            adds.setdefault(group, []).append((member, folded.sort_key))
         else:
-            removes.setdefault(group, []).append(member)
+            removes.setdefault(group, []).extend(folded)
     return adds, removes
 
 
@@ -81,14 +102,23 @@ class BaseIndex:
     def remove_many(self, group: str, members: Sequence[str]) -> None:
         raise NotImplementedError("subclasses of BaseIndex must provide a remove_many() method")
 
+    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
+        """Remove (member, sort_key) pairs: a member only while its entry has that sort key
+        (None: whatever it has). Needed by the stream, whose removes are conditional."""
+        if any(sort_key is not None for _, sort_key in removals):
+            raise NotImplementedError(
+                "subclasses of BaseIndex must provide a remove_entries() method for conditional removes"
+            )
+        self.remove_many(group, [member for member, _ in removals])
+
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
         raise NotImplementedError("subclasses of BaseIndex must provide a replace() method")
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of ops. This default is not atomic; backends that can be, override it."""
         adds, removes = net_ops(ops)
-        for group, members in removes.items():
-            self.remove_many(group, members)
+        for group, removals in removes.items():
+            self.remove_entries(group, removals)
         for group, entries in adds.items():
             self.add_many(group, entries)
 

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from redis.exceptions import RedisError
 
-from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, net_ops
+from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, Removal, net_ops
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MICROSECOND = timedelta(microseconds=1)
@@ -37,6 +37,19 @@ COMMANDS_PER_ROUND_TRIP = 20
 TIE_FETCH = 256
 # A temporary key left by a replace() that died half-way expires by itself.
 TEMP_KEY_SECONDS = 3600
+
+# ZREM each ARGV member whose score still equals the score after it (the stream's conditional
+# remove). Scores are integers below 2**53, exact both as Redis doubles and as Lua numbers.
+ZREM_IF_SCORE = """
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
+    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return removed
+"""
 
 # Removes a name from the registry only if its group is (still) empty, atomically.
 PRUNE_IF_EMPTY = "if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('SREM', KEYS[2], ARGV[1]) end return 0"
@@ -88,6 +101,13 @@ class RedisIndex(BaseIndex):
             raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not be empty (it keeps index keys apart)")
         self.registry = f"{self.prefix}groups"
         self._client = None
+        self._script = None
+
+    @property
+    def _zrem_if_score(self):
+        if self._script is None:
+            self._script = self.client.register_script(ZREM_IF_SCORE)
+        return self._script
 
     @property
     def client(self):
@@ -105,23 +125,32 @@ class RedisIndex(BaseIndex):
         self.apply_net({group: list(entries)}, {})
 
     def remove_many(self, group: str, members: Sequence[str]) -> None:
-        self.apply_net({}, {group: list(members)})
+        self.apply_net({}, {group: [(member, None) for member in members]})
+
+    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
+        self.apply_net({}, {group: list(removals)})
 
     def apply(self, ops: Iterable[Op]) -> None:
         self.apply_net(*net_ops(ops))
 
-    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[str]]) -> None:
-        """Every add and remove, across groups, in one MULTI/EXEC."""
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        """Every add and remove, across groups, in one MULTI/EXEC (conditional removes as a script
+        inside it, so they see the set as the transaction leaves it)."""
         scored = {group: {member: sort_key_score(sort_key) for member, sort_key in entries}
                   for group, entries in adds.items() if entries}
-        removes = {group: members for group, members in removes.items() if members}
+        removes = {group: removals for group, removals in removes.items() if removals}
         if not scored and not removes:
             return
         try:
             with self.client.pipeline(transaction=True) as pipe:
-                for group, members in removes.items():
-                    for chunk in _chunks(members):
+                for group, removals in removes.items():
+                    always = [member for member, sort_key in removals if sort_key is None]
+                    for chunk in _chunks(always):
                         pipe.zrem(self.key(group), *chunk)
+                    matching = [arg for member, sort_key in removals if sort_key is not None
+                                for arg in (member, sort_key_score(sort_key))]
+                    for chunk in _chunks(matching, 2 * CHUNK):
+                        self._zrem_if_score(keys=[self.key(group)], args=chunk, client=pipe)
                 for group, mapping in scored.items():
                     for chunk in _chunks(list(mapping.items())):
                         pipe.zadd(self.key(group), dict(chunk))
@@ -279,4 +308,4 @@ class RedisIndex(BaseIndex):
         return [name for name, exists in zip(names, present) if exists]
 
     def close(self) -> None:
-        self._client = None  # the connection pool belongs to django-redis and outlives us
+        self._client = self._script = None  # the connection pool belongs to django-redis and outlives us

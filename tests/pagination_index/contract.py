@@ -279,3 +279,24 @@ class IndexContract:
             expected = 1 + sum(1 for member in members if member > probe)
             assert index.count_newer("g", sk(5), probe) == expected, probe
         assert index.count_newer_many(["g", "h"], sk(5), "m0500") == {"g": 1 + 199, "h": 0}
+
+    # --- conditional removes (the stream's REMOVE of item (PK, SK) must not delete (PK, SK')) ----
+    def test_conditional_remove_only_while_the_sort_key_matches(self, index):
+        index.add_many("g", [("a", sk(2)), ("b", sk(3))])
+        index.remove_entries("g", [("a", sk(1)), ("b", sk(3)), ("missing", sk(1))])
+        assert index.range("g", 0, 10) == [("a", sk(2))]
+        assert index.count("g") == 1
+        index.remove_entries("g", [("a", None)])
+        assert index.count("g") == 0
+
+    def test_apply_folds_conditional_removes(self, index):
+        index.add_many("g", [("a", sk(1)), ("b", sk(1)), ("c", sk(1)), ("d", sk(4))])
+        index.apply([
+            Add("g", "a", sk(2)), Remove("g", "a", sk(1)),  # a new SK's insert applied before the old SK's remove
+            Remove("g", "b", sk(1)), Add("g", "b", sk(2)),  # SK change in order
+            Add("g", "c", sk(5)), Remove("g", "c", sk(5)),  # added, then removed
+            Remove("g", "d", sk(3)), Remove("g", "d", sk(4)),  # two conditional removes: either matches
+            Remove("g", "e", sk(3)),  # nothing there
+        ])
+        assert index.range("g", 0, 10) == [("b", sk(2)), ("a", sk(2))]
+        assert index.count("g") == 2

@@ -32,10 +32,11 @@ def record(old=None, new=None):
 
 def test_record_ops_for_both_groups():
     assert record_ops(record(new=image("c", SK1, "S", 4))) == [Add("S", "c", SK1), Add("S/4", "c", SK1)]
-    assert record_ops(record(old=image("c", SK1, "S", 4))) == [Remove("S", "c"), Remove("S/4", "c")]
+    # A REMOVE only removes an entry that still has the removed item's sort key (per-item order only).
+    assert record_ops(record(old=image("c", SK1, "S", 4))) == [Remove("S", "c", SK1), Remove("S/4", "c", SK1)]
     # A new rating moves the comment between rating groups and leaves the product group alone.
     assert record_ops(record(old=image("c", SK1, "S", 4), new=image("c", SK1, "S", 2))) == [
-        Remove("S/4", "c"), Add("S/2", "c", SK1)]
+        Remove("S/4", "c", SK1), Add("S/2", "c", SK1)]
     # A new SK moves it inside both groups (an upsert); an edit of the body changes nothing.
     assert record_ops(record(old=image("c", SK1, "S", 4), new=image("c", SK2, "S", 4))) == [
         Add("S", "c", SK2), Add("S/4", "c", SK2)]

@@ -4,42 +4,10 @@ import dataclasses
 import pytest
 from django.core.management import call_command
 
-from comments.store import item_from_comment
 from pagination_index import aws, get_index
-from pagination_index.models import ShardCheckpoint
-from pagination_index.source import group_entries
 from pagination_index.stream import StreamConsumer, apply_records
 from tests import factories
-
-
-def table_order(sku):
-    """The table's truth for one product: its GSI entries in index order."""
-    return sorted(group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
-
-
-def assert_index_equals_table(*skus):
-    index = get_index()
-    for sku in skus:
-        expected = table_order(sku)
-        assert index.count(sku) == len(expected), sku
-        assert index.range(sku, 0, len(expected) + 10) == expected, sku
-
-
-def put(comment):
-    aws.dynamodb().put_item(TableName=aws.table_name(), Item=item_from_comment(comment))
-
-
-def delete(comment):
-    aws.dynamodb().delete_item(TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
-
-
-def stream_arn():
-    return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]["LatestStreamArn"]
-
-
-def checkpoints():
-    """The consumer's checkpoints, wherever the configured index keeps them."""
-    return ShardCheckpoint.objects.using(getattr(get_index(), "using", "default"))
+from tests.pagination_index.streams import assert_index_equals_table, checkpoints, delete, put, stream_arn
 
 
 @pytest.mark.django_db(databases="__all__")
@@ -105,10 +73,10 @@ def test_crash_between_apply_and_checkpoint_loses_nothing(comments_table, index_
 def test_resume_applies_only_new_records(comments_table):
     factories.seed("A", 40, seed=5)
     call_command("sync_index", once=True, verbosity=0)
-    first = ShardCheckpoint.objects.get().sequence_number
+    first = checkpoints().get().sequence_number
     factories.seed("A", 5, seed=6)
     call_command("sync_index", once=True, verbosity=0)
-    assert ShardCheckpoint.objects.get().sequence_number > first
+    assert checkpoints().get().sequence_number > first
     assert_index_equals_table("A")
 
 

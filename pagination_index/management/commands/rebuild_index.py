@@ -1,12 +1,21 @@
+import threading
+
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from pagination_index import get_index, source
+from pagination_index.progress import Progress
+from pagination_index.stale import stale_groups_clear
+from pagination_index.stream import checkpoint_database, stream_paused
 
 
 class Command(BaseCommand):
     help = (
         "Refill index groups from the comments table: one Query per product with --product, "
-        "else a parallel Scan of the whole table. Each group is swapped in atomically."
+        "else a parallel Scan of the whole table. Each group is swapped in atomically. The stream "
+        "consumers are paused (their shard leases taken) from before the read to the swap, and resume "
+        "from where they were, so writes made meanwhile reach the rebuilt groups."
     )
 
     def add_arguments(self, parser):
@@ -24,14 +33,46 @@ class Command(BaseCommand):
             return
         if segments < 1:
             raise CommandError("--segments must be at least 1")
-        if product:
-            groups = {group: entries for sku in product for group, entries in source.product_entries(sku).items()}
+        started = timezone.now()
+        arn = source.stream_arn()
+        if not arn:
+            raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
+        with stream_paused(index=index, stream_arn=arn, lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
+            groups = self._read(product, segments, verbosity)
+            if not product:
+                for stale in set(index.groups()) - set(groups):
+                    groups[stale] = []
+            progress = Progress(self.stdout, len(groups), "swapping groups") if verbosity >= 1 else None
+            for group, entries in sorted(groups.items()):
+                index.replace(group, entries)
+                if progress:
+                    progress.advance()
+            if progress:
+                progress.finish()
+            stale_groups_clear(groups=list(groups) if product else None, before=started,
+                               using=checkpoint_database(index))
+        self.stdout.write(self.style.SUCCESS(
+            f"rebuilt {len(groups)} groups ({sum(map(len, groups.values())):,} entries); "
+            "sync_index resumes from the stream position noted before the read"
+        ))
+
+    def _read(self, products, segments, verbosity):
+        if products:
+            progress = Progress(self.stdout, len(products), "reading products") if verbosity >= 1 else None
+            groups = {}
+            for sku in products:
+                groups.update(source.product_entries(sku))  # the product's group and its rating groups
+                if progress:
+                    progress.advance()
         else:
-            groups = source.all_entries(segments=segments)
-            for stale in set(index.groups()) - set(groups):
-                groups[stale] = []
-        for number, (group, entries) in enumerate(sorted(groups.items()), start=1):
-            index.replace(group, entries)
-            if verbosity >= 1:
-                self.stdout.write(f"[{number}/{len(groups)}] {group}: {len(entries)} entries")
-        self.stdout.write(self.style.SUCCESS(f"rebuilt {len(groups)} groups"))
+            progress = Progress(self.stdout, source.approximate_item_count(), "scanning table") if verbosity >= 1 else None
+            lock = threading.Lock()
+
+            def on_item():
+                with lock:
+                    progress.advance()
+
+            groups = source.all_entries(segments=segments, on_item=on_item if progress else None)
+        if progress:
+            progress.finish()
+        return groups

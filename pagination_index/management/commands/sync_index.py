@@ -3,48 +3,100 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from pagination_index import get_index, source
-from pagination_index.stream import StreamConsumer, StreamTrimmed
+from pagination_index.models import ShardCheckpoint
+from pagination_index.stale import stale_groups
+from pagination_index.stream import StreamConsumer, checkpoint_database
 
 
 class Command(BaseCommand):
     help = (
         "Keep the pagination index in step with the comments table by consuming its DynamoDB Stream. "
-        "Follows the stream until SIGTERM/SIGINT (finishing the current batch), or drains it with --once."
+        "Follows the stream until SIGTERM/SIGINT (finishing the current batch), or drains it with --once. "
+        "Shards are leased, so a second sync_index can run as a standby; --status shows the state."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="Drain the stream to its current end, then exit.")
+        parser.add_argument("--status", action="store_true",
+                            help="Print each shard's checkpoint, lease and lag, and any groups needing a rebuild.")
         parser.add_argument(
             "--poll-seconds", type=float, default=settings.SYNC_INDEX_POLL_SECONDS,
             help="Seconds to wait between polls when caught up (default: %(default)s, SYNC_INDEX_POLL_SECONDS).",
         )
         parser.add_argument("--batch-size", type=int, default=1000, help="Records per GetRecords call (max 1000).")
+        parser.add_argument(
+            "--lease-seconds", type=float, default=settings.SYNC_INDEX_LEASE_SECONDS,
+            help="How long a shard lease lasts unless renewed; a standby takes over a dead consumer's shards "
+                 "after this (default: %(default)s, SYNC_INDEX_LEASE_SECONDS).",
+        )
 
-    def handle(self, *args, once, poll_seconds, batch_size, verbosity, **options):
+    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, verbosity, **options):
         arn = source.stream_arn()
         if not arn:
             raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
+        if status:
+            return self._status(arn, checkpoint_database(get_index()))
+        if lease_seconds <= 0:
+            raise CommandError("--lease-seconds must be positive")
         stop = threading.Event()
         restore = self._install_signal_handlers(stop)
-        consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000), stop_event=stop)
+        consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
+                                  stop_event=stop, lease_seconds=lease_seconds)
 
         def report(result):
+            for loss in result.trimmed:
+                self.stderr.write(self.style.ERROR(f"STREAM RECORDS LOST: {loss}"))
             if result.records and verbosity >= 1:
                 self.stdout.write(f"applied {result.records} records ({result.ops} index ops)")
 
         if verbosity >= 1 and not once:
-            self.stdout.write(f"following {arn} (Ctrl-C to stop)")
+            self.stdout.write(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
         try:
             total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
-        except StreamTrimmed as exc:
-            raise CommandError(f"STREAM RECORDS LOST: {exc}") from exc
         finally:
             restore()
         if verbosity >= 1:
             state = "stopped" if stop.is_set() else "caught up"
             self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
+            if total.leased_elsewhere:
+                self.stdout.write(self.style.WARNING(
+                    f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
+                    "(see --status)"))
+        if total.trimmed:
+            raise CommandError(
+                f"{len(total.trimmed)} stream loss(es) recorded; verify_index fails until `rebuild_index` has run"
+            )
+
+    def _status(self, arn, database):
+        now = timezone.now()
+        rows = ShardCheckpoint.objects.using(database).filter(stream_arn=arn).order_by("shard_id")
+        self.stdout.write(f"stream {arn}")
+        header = ("shard", "checkpoint", "finished", "lease owner", "lease expires", "last record", "lag")
+        lines = [header]
+        for row in rows:
+            if row.lease_owner and row.lease_expires_at and row.lease_expires_at > now:
+                expires = f"in {(row.lease_expires_at - now).total_seconds():.0f}s"
+            else:
+                expires = "expired" if row.lease_owner else "-"
+            lines.append((
+                row.shard_id,
+                row.sequence_number or "TRIM_HORIZON",
+                "yes" if row.finished else "no",
+                row.lease_owner or "-",
+                expires,
+                row.last_record_at.isoformat(timespec="seconds") if row.last_record_at else "-",
+                f"{row.lag_seconds:.1f}s" if row.lag_seconds is not None else "-",
+            ))
+        widths = [max(len(str(line[col])) for line in lines) for col in range(len(header))]
+        for line in lines:
+            self.stdout.write("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip())
+        if not rows:
+            self.stdout.write("no checkpoints yet: sync_index has not run on this stream")
+        for group, reason in stale_groups(using=database).items():
+            self.stdout.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
 
     def _install_signal_handlers(self, stop: threading.Event):
         """SIGTERM/SIGINT set `stop`; returns a function that puts the previous handlers back."""

@@ -1,0 +1,267 @@
+"""sync_index under trouble, on DynamoDB Local's real stream: throttling and network errors, lost
+records, two consumers sharing a stream through leases, rebuilds during writes, verify, Lambda."""
+from __future__ import annotations
+
+import dataclasses
+import io
+from datetime import timedelta
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from pagination_index import get_index, source
+from pagination_index.aws_lambda import handler
+from pagination_index.leases import LeaseLost
+from pagination_index.models import ShardCheckpoint, StaleGroup
+from pagination_index.stream import Backoff, StreamConsumer
+from tests import factories
+from tests.pagination_index.streams import (
+    Faults,
+    assert_index_equals_table,
+    delete,
+    lambda_event,
+    move,
+    put,
+    read_stream_records,
+    stream_arn,
+)
+
+FAST = Backoff(base=0.01, cap=0.05)
+
+
+@pytest.fixture
+def faults(comments_table):
+    injector = Faults()
+    yield injector
+    injector.close()
+
+
+def consumer(**kwargs) -> StreamConsumer:
+    kwargs.setdefault("backoff", FAST)
+    return StreamConsumer(index=get_index(), stream_arn=stream_arn(), **kwargs)
+
+
+@pytest.mark.django_db
+def test_throttling_and_network_errors_are_retried(faults):
+    factories.seed("A", 60, seed=11)
+    faults.fail("DescribeStream", "LimitExceededException")
+    faults.fail("GetShardIterator", "InternalServerError")
+    faults.fail("GetRecords", "ProvisionedThroughputExceededException", "ThrottlingException",
+                EndpointConnectionError(endpoint_url="http://dynamodb.invalid"))
+    result = consumer(batch_size=25).run(once=True)
+    assert faults.injected == 5
+    assert result.records == 60
+    assert_index_equals_table("A")
+
+
+@pytest.mark.django_db
+def test_other_errors_are_not_retried(faults):
+    factories.seed("A", 3, seed=12)
+    faults.fail("GetRecords", "AccessDeniedException")
+    with pytest.raises(Exception, match="AccessDenied"):
+        consumer().run(once=True)
+
+
+@pytest.mark.django_db
+def test_expired_iterator_is_reacquired_from_the_checkpoint(faults):
+    comments = factories.seed("A", 80, seed=13)
+    faults.fail("GetRecords", None, "ExpiredIteratorException")  # the second call finds its iterator expired
+    consumer(batch_size=30).run(once=True)
+    for comment in comments[:5]:
+        delete(comment)
+    consumer(batch_size=30).run(once=True)
+    assert_index_equals_table("A")
+
+
+@pytest.mark.django_db
+def test_trimmed_records_mark_groups_until_rebuilt(faults):
+    factories.seed("A", 20, seed=14)
+    factories.seed("B", 5, seed=15)
+    call_command("sync_index", once=True, verbosity=0)
+    factories.seed("A", 3, seed=16)
+    faults.fail("GetShardIterator", "TrimmedDataAccessException")
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="stream loss"):
+        call_command("sync_index", once=True, verbosity=0, stderr=err)
+    groups = {"A", "B", *(f"{sku}/{rating}" for sku in "AB" for rating in range(1, 6))}  # with rating groups
+    assert "STREAM RECORDS LOST" in err.getvalue() and ", ".join(sorted(groups)) + ", *" in err.getvalue()
+    assert set(StaleGroup.objects.values_list("group", flat=True)) == groups | {"*"}
+    with pytest.raises(CommandError, match="lost stream records"):
+        call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
+    call_command("rebuild_index", product=["A"], verbosity=0)  # A's own group and its rating groups
+    assert set(StaleGroup.objects.values_list("group", flat=True)) == {g for g in groups if g[0] == "B"} | {"*"}
+    call_command("rebuild_index", verbosity=0)
+    assert not StaleGroup.objects.exists()
+    call_command("verify_index", verbosity=0, recheck_seconds=0)
+
+
+@pytest.mark.django_db
+def test_a_shard_that_expired_unread_is_a_loss(comments_table):
+    factories.seed("A", 5, seed=17)
+    ShardCheckpoint.objects.create(stream_arn=stream_arn(), shard_id="shardId-gone", sequence_number="1")
+    result = consumer().run(once=True)
+    assert any("shardId-gone" in loss for loss in result.trimmed)
+    assert StaleGroup.objects.filter(group="*").exists()
+    assert ShardCheckpoint.objects.get(shard_id="shardId-gone").finished
+    assert not consumer().run(once=True).trimmed  # reported once, not on every poll
+
+
+@pytest.mark.django_db
+def test_one_consumer_per_shard_and_takeover_after_expiry(comments_table):
+    comments = factories.seed("A", 90, seed=18)
+    first = consumer(batch_size=30, lease_seconds=60)
+    second = consumer(batch_size=30, lease_seconds=60)
+    applied = []  # (owner, first sequence number) of every committed batch
+
+    def recording(consumer_):
+        commit = consumer_._commit
+
+        def wrapped(checkpoint, records, *, finished):
+            ops = commit(checkpoint, records, finished=finished)  # returns once committed
+            if records:
+                applied.append((consumer_.owner, records[0]["dynamodb"]["SequenceNumber"]))
+            return ops
+        consumer_._commit = wrapped
+
+    recording(first)
+    recording(second)
+    assert first.poll().records == 90
+    for comment in comments[:10]:
+        delete(comment)
+    assert second.poll().records == 0  # the first still holds the shard
+    ShardCheckpoint.objects.update(lease_expires_at=timezone.now() - timedelta(seconds=1))  # the first dies
+    assert second.poll().records == 10
+    checkpoint = ShardCheckpoint.objects.get()
+    assert checkpoint.lease_owner == second.owner
+    factories.seed("A", 4, seed=19)
+    with pytest.raises(LeaseLost):  # the first wakes up: it may apply nothing more
+        first._commit(checkpoint, read_stream_records(stream_arn())[-4:], finished=False)
+    assert second.poll().records == 4
+    assert_index_equals_table("A")
+    sequence_numbers = [sequence for _, sequence in applied]
+    assert len(sequence_numbers) == len(set(sequence_numbers))  # no batch applied twice
+    assert {owner for owner, _ in applied} == {first.owner, second.owner}
+
+
+@pytest.mark.django_db
+def test_clean_exit_releases_leases_at_once(comments_table):
+    factories.seed("A", 5, seed=20)
+    call_command("sync_index", once=True, verbosity=0)
+    assert ShardCheckpoint.objects.get().lease_owner == ""
+
+
+@pytest.mark.django_db
+def test_status_shows_checkpoint_lease_and_lag(comments_table):
+    factories.seed("A", 5, seed=21)
+    call_command("sync_index", once=True, verbosity=0)
+    checkpoint = ShardCheckpoint.objects.get()
+    assert checkpoint.lag_seconds is not None and checkpoint.last_record_at
+    out = io.StringIO()
+    call_command("sync_index", status=True, stdout=out)
+    text = out.getvalue()
+    assert checkpoint.shard_id in text and checkpoint.sequence_number in text and "lag" in text
+    assert f"{checkpoint.lag_seconds:.1f}s" in text
+
+
+@pytest.mark.django_db
+def test_writes_during_a_rebuild_reach_the_index(comments_table, monkeypatch):
+    """The rebuild reads the table, then (before it swaps the groups in) more writes land and a
+    consumer runs: they must not be lost under the swap."""
+    a = factories.seed("A", 50, seed=22)
+    call_command("sync_index", once=True, verbosity=0)
+    scan = source.all_entries
+    late = factories.make_comments("A", 7, seed=23)
+
+    def scan_then_write(*args, **kwargs):
+        found = scan(*args, **kwargs)
+        for comment in late:
+            put(comment)
+        for comment in a[:4]:
+            delete(comment)
+        move(a[4], "B")
+        assert consumer().run(once=True).records == 0  # paused: the rebuild holds the leases
+        return found
+
+    monkeypatch.setattr(source, "all_entries", scan_then_write)
+    call_command("rebuild_index", verbosity=0)
+    assert get_index().count("A") == 50  # the table as read, before the late writes
+    call_command("sync_index", once=True, verbosity=0)
+    assert_index_equals_table("A", "B")
+    assert get_index().count("A") == 52
+
+
+@pytest.mark.django_db
+def test_rebuild_on_a_stream_never_read_notes_its_end(comments_table):
+    a = factories.seed("A", 30, seed=24)
+    call_command("rebuild_index", verbosity=0)
+    checkpoint = ShardCheckpoint.objects.get()
+    assert checkpoint.sequence_number  # the end of the shard: older records need no replay
+    delete(a[0])
+    assert consumer().run(once=True).records == 1
+    assert_index_equals_table("A")
+
+
+@pytest.mark.django_db
+def test_verify_finds_each_kind_of_drift_and_repairs(comments_table):
+    a = factories.seed("A", 40, seed=25)
+    factories.seed("B", 10, seed=26)
+    call_command("sync_index", once=True, verbosity=0)
+    call_command("verify_index", verbosity=0, recheck_seconds=0)
+    index = get_index()
+    index.remove_many("A", [a[0].pk, a[1].pk])  # missing
+    index.add_many("A", [("ghost", "2001-01-01T00:00:00.000000Z")])  # extra
+    index.add_many("A", [(a[10].pk, a[20].sk)])  # wrong sort key: missing + extra
+    out = io.StringIO()
+    with pytest.raises(CommandError, match="drift in 1 of 12 group"):
+        call_command("verify_index", stdout=out, recheck_seconds=0)
+    assert "A: table 40, index 39, missing 3, extra 2, misordered 0" in out.getvalue()
+    with pytest.raises(CommandError):
+        call_command("verify_index", product=["A"], sample=None, stdout=io.StringIO(), recheck_seconds=0)
+    call_command("verify_index", product=["B"], verbosity=0, recheck_seconds=0)
+    call_command("verify_index", repair=True, stdout=io.StringIO(), recheck_seconds=0)
+    assert_index_equals_table("A", "B")
+    call_command("verify_index", sample=1, verbosity=0, recheck_seconds=0)
+
+
+@pytest.mark.django_db
+def test_verify_reports_misorder_and_backend_integrity(comments_table, monkeypatch):
+    factories.seed("A", 6, seed=27)
+    call_command("sync_index", once=True, verbosity=0)
+    index = get_index()
+    table = index.range("A", 0, 10)
+    monkeypatch.setattr(type(index), "range", lambda self, group, start, stop: [table[1], table[0], *table[2:]][start:stop])
+    monkeypatch.setattr(type(index), "check_integrity", lambda self, group: ["block 3 counts 5, holds 4"], raising=False)
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("verify_index", stdout=out, recheck_seconds=0)
+    assert "misordered 2" in out.getvalue() and "block 3 counts 5, holds 4" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
+def test_lambda_handler_applies_real_stream_records(comments_table):
+    a = factories.seed("A", 30, seed=28)
+    for comment in a[:5]:
+        delete(comment)
+    move(a[5], "B")
+    delete(a[6])
+    put(dataclasses.replace(a[6], sk="2031-01-01T00:00:00.000000Z"))  # an SK change: delete + put
+    records = read_stream_records(stream_arn())
+    event = lambda_event(records, stream_arn())
+    assert isinstance(event["Records"][0]["dynamodb"]["ApproximateCreationDateTime"], int)
+    for start in range(0, len(event["Records"]), 10):  # batches of 10, as a mapping with BatchSize=10
+        assert handler({"Records": event["Records"][start:start + 10]}, None) == {"batchItemFailures": []}
+    assert_index_equals_table("A", "B")
+
+
+@pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
+def test_lambda_handler_reports_the_first_failure_and_everything_after(comments_table):
+    factories.seed("A", 6, seed=29)
+    event = lambda_event(read_stream_records(stream_arn()), stream_arn())
+    broken = event["Records"][3]
+    del broken["dynamodb"]["NewImage"]["SK"]  # a record we cannot apply
+    response = handler(event, None)
+    expected = [record["dynamodb"]["SequenceNumber"] for record in event["Records"][3:]]
+    assert response == {"batchItemFailures": [{"itemIdentifier": number} for number in expected]}
+    assert get_index().count("A") == 3  # the records before the failure were applied
