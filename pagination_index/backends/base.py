@@ -173,3 +173,23 @@ class BaseIndex:
 
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
+
+
+class NetWriteIndex(BaseIndex):
+    """A backend whose every write is one atomic `apply_net(adds, removes)` (the net effect of
+    net_ops): adds, removes and whole batches are all routed through it."""
+
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        raise NotImplementedError("subclasses of NetWriteIndex must provide an apply_net() method")
+
+    def add_many(self, group: str, entries: Sequence[Entry]) -> None:
+        self.apply_net({group: list(entries)}, {})
+
+    def remove_many(self, group: str, members: Sequence[str]) -> None:
+        self.apply_net({}, {group: [(member, None) for member in members]})
+
+    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
+        self.apply_net({}, {group: list(removals)})
+
+    def apply(self, ops: Iterable[Op]) -> None:
+        self.apply_net(*net_ops(ops))

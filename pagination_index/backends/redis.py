@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from redis.exceptions import RedisError
 
-from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, Removal, net_ops
+from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MICROSECOND = timedelta(microseconds=1)
@@ -88,7 +88,7 @@ def _chunks(items: list, size: int = CHUNK):
         yield items[start : start + size]
 
 
-class RedisIndex(BaseIndex):
+class RedisIndex(NetWriteIndex):
     """OPTIONS: CACHE (the CACHES alias of a django-redis cache, default "index") and KEY_PREFIX."""
 
     def __init__(self, options=None):
@@ -121,18 +121,6 @@ class RedisIndex(BaseIndex):
         return f"{self.prefix}g:{group}"
 
     # --- writes -------------------------------------------------------------------------------
-    def add_many(self, group: str, entries: Sequence[Entry]) -> None:
-        self.apply_net({group: list(entries)}, {})
-
-    def remove_many(self, group: str, members: Sequence[str]) -> None:
-        self.apply_net({}, {group: [(member, None) for member in members]})
-
-    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
-        self.apply_net({}, {group: list(removals)})
-
-    def apply(self, ops: Iterable[Op]) -> None:
-        self.apply_net(*net_ops(ops))
-
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Every add and remove, across groups, in one MULTI/EXEC (conditional removes as a script
         inside it, so they see the set as the transaction leaves it)."""

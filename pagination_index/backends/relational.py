@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import BaseIndex, Entry, IndexUnavailable, Op, Removal, net_ops
+from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal
 from pagination_index.backends.blocks import MIN, BlockTree, Key
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
@@ -29,25 +29,12 @@ def _chunks(items, size=CHUNK):
         yield items[start : start + size]
 
 
-class PlainRelationalIndex(BaseIndex):
+class PlainRelationalIndex(NetWriteIndex):
     def __init__(self, options=None):
         super().__init__(options)
         self.using = self.options.get("DATABASE") or router.db_for_write(IndexEntry)
 
     # --- writes -------------------------------------------------------------------------------
-    def add_many(self, group: str, entries: Sequence[Entry]) -> None:
-        self.apply_net({group: list(entries)}, {})
-
-    def remove_many(self, group: str, members: Sequence[str]) -> None:
-        self.apply_net({}, {group: [(member, None) for member in members]})
-
-    def remove_entries(self, group: str, removals: Sequence[Removal]) -> None:
-        self.apply_net({}, {group: list(removals)})
-
-    def apply(self, ops: Iterable[Op]) -> None:
-        adds, removes = net_ops(ops)
-        self.apply_net(adds, removes)
-
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Upsert and delete across groups in one transaction, keeping the group counts exact."""
         try:
