@@ -35,6 +35,8 @@ import dj_database_url
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
+# The default database of a benchmark is a scratch one, never the developer's var/db.sqlite3.
+os.environ.setdefault("SHOP_VAR_DIR", tempfile.mkdtemp(prefix="bench-var-"))
 django.setup()
 
 import psycopg  # noqa: E402

@@ -30,6 +30,7 @@ import dj_database_url
 import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
 django.setup()
 
 import psycopg  # noqa: E402

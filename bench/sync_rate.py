@@ -72,6 +72,7 @@ def _postgres_up() -> bool:
 def _django(env: dict) -> None:
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     import django
 
