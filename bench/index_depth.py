@@ -36,7 +36,9 @@ import dj_database_url
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
 # The default database of a benchmark is a scratch one, never the developer's var/db.sqlite3.
-os.environ.setdefault("SHOP_VAR_DIR", tempfile.mkdtemp(prefix="bench-var-"))
+# Removed when the process exits (mkdtemp left one behind per run).
+_SCRATCH_VAR = tempfile.TemporaryDirectory(prefix="bench-var-")
+os.environ.setdefault("SHOP_VAR_DIR", _SCRATCH_VAR.name)
 django.setup()
 
 import psycopg  # noqa: E402
