@@ -48,7 +48,7 @@ def encode(sku: str, ratings: Sequence[int], position: Position) -> str:
     starts = []
     for group in groups_for(sku, ratings):
         after, skip = position.starts[group]
-        # An ExclusiveStartKey start (skip 0) is never inside a run of ties: the same as skip 1.
+        # A skip-0 start (SK < after) is never inside a run of ties: the same as SK <= after, skip 1.
         starts.append(0 if after is None else [_micros(after[1]), max(skip, 1)])
     payload = [FORMAT, "".join(map(str, ratings)), position.offset, starts]
     return _signer(sku).sign_object(payload, compress=True)

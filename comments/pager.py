@@ -21,6 +21,11 @@ class PagerLink:
     href: str
     current: bool = False
 
+    @property
+    def label(self) -> str:
+        """"12,345": as humanize's intcomma writes it in English, without a template filter per link."""
+        return f"{self.number:,}"
+
 
 def filter_params(ratings: Sequence[int]) -> list[tuple[str, int]]:
     """A rating filter as query parameters, in its one normalised order."""

@@ -182,11 +182,41 @@ def fast_window(sku: str) -> FastWindow:
 
 
 def forget_fast_window(sku: str) -> None:
-    """Drop a product's cached windows, its rating groups' included (after a write)."""
+    """Drop a product's cached windows and counts, its rating groups' included (after a write)."""
     keys = [_fast_cache_key(group) for group in [sku, *groups_for(sku, RATINGS)]]
     for key in keys:
         _local_windows.pop(key, None)
+        _local_counts.pop(key, None)
     cache.delete_many(keys)
+
+
+# This process's group counts for pages 1..FAST_PAGES and the rating bars, key -> (expiry, count):
+# as fresh as the fast windows they are shown with (COMMENTS_FAST_CACHE_SECONDS), and two index
+# calls a request fewer on the most viewed pages. Deeper pages count afresh: their reads need it.
+_local_counts: dict[str, tuple[float, int]] = {}
+
+
+def recent_counts(groups: Sequence[str]) -> dict[str, int]:
+    """index.count_many(groups), shared by this process's requests for COMMENTS_FAST_CACHE_SECONDS.
+    Raises IndexUnavailable as count_many does (failures are not kept)."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    if not seconds:
+        return index.count_many(groups)
+    now = time.monotonic()
+    keys = {group: _fast_cache_key(group) for group in groups}
+    counts = {}
+    for group in groups:
+        expires, count = _local_counts.get(keys[group], (0.0, 0))
+        if now < expires:
+            counts[group] = count
+    missing = [group for group in groups if group not in counts]
+    if missing:
+        fetched = index.count_many(missing)
+        if len(_local_counts) >= LOCAL_WINDOWS_MAX * 6:
+            _local_counts.clear()
+        _local_counts.update({keys[group]: (now + seconds, fetched[group]) for group in missing})
+        counts.update(fetched)
+    return counts
 
 
 def product_for_page(*, sku: str) -> Product | None:
@@ -208,7 +238,7 @@ def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
     if complete:
         return seen, False
     try:
-        return max(sum(index.count_many(groups).values()), seen), False
+        return max(sum(recent_counts(groups).values()), seen), False
     except IndexUnavailable:
         return seen, True  # the fast windows don't need the index: serve them with what we can see
 
@@ -339,7 +369,7 @@ def product_rating_stats(*, sku: str) -> RatingStats | None:
     """Comments per rating from the five rating groups' counts (one index call, no scan); None when
     the index cannot answer."""
     try:
-        counts = index.count_many([rating_group(sku, rating) for rating in RATINGS])
+        counts = recent_counts([rating_group(sku, rating) for rating in RATINGS])
     except IndexUnavailable:
         return None
     return RatingStats({rating: counts[rating_group(sku, rating)] for rating in RATINGS})

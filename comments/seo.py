@@ -28,7 +28,7 @@ def _review(comment: Comment, page_url: str) -> dict:
         "@type": "Review",
         "@id": f"{page_url}#comment-{comment.pk}",
         "author": {"@type": "Person", "name": comment.author or "Anonymous"},
-        "datePublished": comment.created.date().isoformat(),
+        "datePublished": comment.sk[:10],
         "reviewBody": comment.body,
     }
     if 1 <= comment.rating <= 5:

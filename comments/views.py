@@ -102,7 +102,7 @@ def product_detail(request, sku):
         return render(request, "comments/product_detail.html", {
             "product": product,
             "page_obj": page,
-            "comments": page.object_list,
+            "comments": [comment.for_template() for comment in page.object_list],
             "pager": pager_links(path, number, num_pages, ratings),
             "previous_url": previous_url,
             "next_url": next_url,

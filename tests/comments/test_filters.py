@@ -294,3 +294,28 @@ def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, f
     for offset in (0, 333, len(expected) // 2 + 7, len(expected) - 5):
         body = client.get(f"/api/products/{SKU}/comments" + query(ratings, offset=offset, limit=40)).json()
         assert [c["id"] for c in body["comments"]] == expected[offset : offset + 40], offset
+
+
+def test_fast_pages_counts_are_as_fresh_as_their_windows(filter_product, filter_comments, settings):
+    """Pages 1..FAST_PAGES and the rating bars reuse a group count for COMMENTS_FAST_CACHE_SECONDS;
+    a post (forget_fast_window) or 0 seconds reads the index again; deeper pages always do."""
+    from pagination_index import index
+
+    groups = [SKU, f"{SKU}/5"]
+    settings.COMMENTS_FAST_CACHE_SECONDS = 60
+    forget_fast_window(SKU)
+    first = selectors.recent_counts(groups)
+    assert first == index.count_many(groups)
+    extra = ("zz-extra", "2099-01-01T00:00:00.000000Z")
+    index.add_many(SKU, [extra])
+    try:
+        assert selectors.recent_counts(groups) == first  # remembered
+        assert product_comment_page(sku=SKU, number=11).paginator.count == first[SKU] + 1  # deep: fresh
+        forget_fast_window(SKU)
+        assert selectors.recent_counts(groups)[SKU] == first[SKU] + 1
+        settings.COMMENTS_FAST_CACHE_SECONDS = 0
+        index.remove_many(SKU, [extra[0]])
+        assert selectors.recent_counts(groups) == first
+    finally:
+        index.remove_many(SKU, [extra[0]])
+        forget_fast_window(SKU)
