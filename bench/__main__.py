@@ -8,7 +8,7 @@ import time
 
 BENCHMARKS = [
     "bench.index_depth", "bench.relational_depth", "bench.filtered_pages", "bench.sync_rate",
-    "bench.index_memory", "bench.page_depth", "bench.load",
+    "bench.index_memory", "bench.page_depth", "bench.request_cpu", "bench.load",
 ]
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     python -m bench.index_memory            # 1,000,000 entries
     python -m bench.index_memory --smoke    # 20,000 entries
 
-Loads the group with bench/index_depth.py's loaders (the backend's own layout) and measures:
+Loads the group with bench/index_depth.py's loaders (the backend's own layout; the relational
+backend's counted blocks built as rebuild_index builds them) and measures:
 Redis `MEMORY USAGE` of the group's key and the `INFO memory` used_memory delta; PostgreSQL
 `pg_total_relation_size` of every pagination_index table (rows, TOAST and indexes); SQLite the
 `dbstat` pages of every pagination_index table and index, and the file size delta. Scratch data only,
@@ -39,10 +40,16 @@ def redis_bytes(store, entries) -> dict:
             "detail": "MEMORY USAGE <key> SAMPLES 0; used_memory delta is shared-server noise-prone"}
 
 
+def with_blocks(store) -> None:
+    """The relational backend's counted blocks (one row per ~1,024 entries), as rebuild_index builds them."""
+    next(subject.at for subject in store.subjects if subject.kind == "backend").__self__.rebuild_blocks(GROUP)
+
+
 def postgres_bytes(store, entries) -> dict:
     from django.db import connections
 
     store.load(GROUP, entries)
+    with_blocks(store)
     with connections["bench_postgres"].cursor() as cursor:
         cursor.execute("SELECT relname, pg_total_relation_size(oid), pg_relation_size(oid) FROM pg_class "
                        "WHERE relkind = 'r' AND relname LIKE 'pagination_index_%' ORDER BY relname")
@@ -60,6 +67,8 @@ def sqlite_bytes(store, entries, path: Path) -> dict:
     connections["bench_sqlite"].close()
     before = path.stat().st_size
     store.load(GROUP, entries)
+    with_blocks(store)
+    connections["bench_sqlite"].close()
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     try:
