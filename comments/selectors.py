@@ -142,10 +142,37 @@ def _fast_cache_key(group: str) -> str:
     return f"comments:fast:{digest}"
 
 
-# This process's fast windows, key -> (expiry on the monotonic clock, window): read without
-# unpickling 200 comments from Django's cache (about 1 ms a request, even from LocMemCache).
-_local_windows: dict[str, tuple[float, FastWindow]] = {}
-LOCAL_WINDOWS_MAX = 1024
+class LocalMemo:
+    """Values by key for a few seconds, in this process only (no pickling, no round trip): expiry on
+    the monotonic clock; emptied whole when it reaches `limit` keys, which bounds its memory."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._items: dict[str, tuple[float, object]] = {}
+
+    def get_many(self, keys: Iterable[str], now: float) -> dict[str, object]:
+        found = {}
+        for key in keys:
+            expires, value = self._items.get(key, (0.0, None))
+            if now < expires:
+                found[key] = value
+        return found
+
+    def set_many(self, values: dict[str, object], expires: float) -> None:
+        if len(self._items) + len(values) > self.limit:
+            self._items.clear()
+        self._items.update({key: (expires, value) for key, value in values.items()})
+
+    def pop(self, key: str) -> None:
+        self._items.pop(key, None)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+# This process's fast windows: read without unpickling 200 comments from Django's cache (about 1 ms
+# a request, even from LocMemCache).
+_local_windows = LocalMemo(limit=1024)
 
 
 def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
@@ -155,12 +182,8 @@ def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
     seconds = settings.COMMENTS_FAST_CACHE_SECONDS
     keys = {group: _fast_cache_key(group) for group in groups}
     now = time.monotonic()
-    found = {}
-    if seconds:
-        for group in groups:
-            expires, window = _local_windows.get(keys[group], (0.0, None))
-            if window is not None and now < expires:
-                found[group] = window
+    local = _local_windows.get_many(keys.values(), now) if seconds else {}
+    found = {group: local[keys[group]] for group in groups if keys[group] in local}
     rest = [group for group in groups if group not in found]
     cached = cache.get_many([keys[group] for group in rest]) if seconds and rest else {}
     missing = [group for group in rest if keys[group] not in cached]
@@ -170,9 +193,7 @@ def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
     found.update({group: cached[keys[group]] for group in rest if keys[group] in cached})
     found.update(zip(missing, fetched))
     if seconds and rest:
-        if len(_local_windows) >= LOCAL_WINDOWS_MAX:
-            _local_windows.clear()
-        _local_windows.update({keys[group]: (now + seconds, found[group]) for group in rest})
+        _local_windows.set_many({keys[group]: found[group] for group in rest}, now + seconds)
     return [found[group] for group in groups]
 
 
@@ -185,15 +206,15 @@ def forget_fast_window(sku: str) -> None:
     """Drop a product's cached windows and counts, its rating groups' included (after a write)."""
     keys = [_fast_cache_key(group) for group in [sku, *groups_for(sku, RATINGS)]]
     for key in keys:
-        _local_windows.pop(key, None)
-        _local_counts.pop(key, None)
+        _local_windows.pop(key)
+        _local_counts.pop(key)
     cache.delete_many(keys)
 
 
-# This process's group counts for pages 1..FAST_PAGES and the rating bars, key -> (expiry, count):
-# as fresh as the fast windows they are shown with (COMMENTS_FAST_CACHE_SECONDS), and two index
-# calls a request fewer on the most viewed pages. Deeper pages count afresh: their reads need it.
-_local_counts: dict[str, tuple[float, int]] = {}
+# This process's group counts for pages 1..FAST_PAGES and the rating bars: as fresh as the fast
+# windows they are shown with (COMMENTS_FAST_CACHE_SECONDS), and two index calls a request fewer on
+# the most viewed pages. Deeper pages count afresh: their reads need it.
+_local_counts = LocalMemo(limit=6 * 1024)  # a product and its five rating groups
 
 
 def recent_counts(groups: Sequence[str]) -> dict[str, int]:
@@ -204,17 +225,12 @@ def recent_counts(groups: Sequence[str]) -> dict[str, int]:
         return index.count_many(groups)
     now = time.monotonic()
     keys = {group: _fast_cache_key(group) for group in groups}
-    counts = {}
-    for group in groups:
-        expires, count = _local_counts.get(keys[group], (0.0, 0))
-        if now < expires:
-            counts[group] = count
+    local = _local_counts.get_many(keys.values(), now)
+    counts = {group: local[keys[group]] for group in groups if keys[group] in local}
     missing = [group for group in groups if group not in counts]
     if missing:
         fetched = index.count_many(missing)
-        if len(_local_counts) >= LOCAL_WINDOWS_MAX * 6:
-            _local_counts.clear()
-        _local_counts.update({keys[group]: (now + seconds, fetched[group]) for group in missing})
+        _local_counts.set_many({keys[group]: fetched[group] for group in missing}, now + seconds)
         counts.update(fetched)
     return counts
 

@@ -319,3 +319,15 @@ def test_fast_pages_counts_are_as_fresh_as_their_windows(filter_product, filter_
     finally:
         index.remove_many(SKU, [extra[0]])
         forget_fast_window(SKU)
+
+
+def test_local_memo_expires_and_stays_bounded():
+    memo = selectors.LocalMemo(limit=3)
+    memo.set_many({"a": 1, "b": 2}, expires=10.0)
+    assert memo.get_many(["a", "b", "c"], now=9.9) == {"a": 1, "b": 2}
+    assert memo.get_many(["a", "b"], now=10.0) == {}
+    memo.set_many({"c": 3, "d": 4}, expires=20.0)  # 4 keys > limit 3: the old ones go
+    assert memo.get_many(["a", "b", "c", "d"], now=0.0) == {"c": 3, "d": 4}
+    memo.pop("c")
+    memo.pop("missing")
+    assert memo.get_many(["c", "d"], now=0.0) == {"d": 4}
