@@ -59,3 +59,25 @@ def format_table(header: list[str], rows: list[list[str]], left: int = 1) -> str
 
 def shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def page_server(paths: list[str], seed: int):
+    """serve(count): `count` GETs of paths drawn from `paths`, through Django's WSGI handler in this
+    process (no HTTP server); anything but a 200 stops the benchmark."""
+    import random
+
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    handler, factory, rng = WSGIHandler(), RequestFactory(), random.Random(seed)
+
+    def serve(count: int) -> None:
+        for _ in range(count):
+            path, _, query = rng.choice(paths).partition("?")
+            environ = factory._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
+            status = []
+            b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
+            if not status[0].startswith("200"):
+                raise SystemExit(f"{path}?{query}: {status[0]}")
+
+    return serve

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.common import format_table, machine_info, result_path, shown, stamp, write_json
+from bench.common import format_table, machine_info, page_server, result_path, shown, stamp, write_json
 from stack.dynamodb_local import ROOT
 
 SIZE, SMOKE_SIZE = 100_000, 3_000
@@ -31,19 +30,7 @@ def serve_mix(size: int, mix: str, requests: int) -> None:
     from bench.load import mixes
 
     with Dataset(size) as dataset:
-        from django.core.handlers.wsgi import WSGIHandler
-        from django.test import RequestFactory
-
-        handler, factory = WSGIHandler(), RequestFactory()
-        paths = mixes(dataset.products())[mix]
-        rng = random.Random(size)
-        for _ in range(requests):
-            path, _, query = rng.choice(paths).partition("?")
-            environ = factory._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
-            status = []
-            b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
-            if not status[0].startswith("200"):
-                raise SystemExit(f"{path}?{query}: {status[0]}")
+        page_server(mixes(dataset.products())[mix], seed=size)(requests)
 
 
 # Libraries whose share of the samples is worth a line of its own.

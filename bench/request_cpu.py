@@ -12,13 +12,12 @@ request path runs on this thread (a single-group page makes no use of the partit
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from collections import defaultdict
 from contextlib import ExitStack, contextmanager
 
-from bench.common import format_table, machine_info, stamp, write_json, shown
+from bench.common import format_table, machine_info, page_server, shown, stamp, write_json
 from bench.dataset import Dataset, redis_index
 
 SIZE, SMOKE_SIZE = 100_000, 3_000
@@ -56,20 +55,7 @@ def timed(spent: dict[str, float]):
 
 
 def measure(paths: list[str], requests: int) -> dict:
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.test import RequestFactory
-
-    handler, factory, rng = WSGIHandler(), RequestFactory(), random.Random(1)
-
-    def serve(count: int) -> None:
-        for _ in range(count):
-            path, _, query = rng.choice(paths).partition("?")
-            environ = factory._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
-            status = []
-            b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
-            if not status[0].startswith("200"):
-                raise SystemExit(f"{path}?{query}: {status[0]}")
-
+    serve = page_server(paths, seed=1)
     spent: dict[str, float] = defaultdict(float)
     with timed(spent):
         serve(WARM)
