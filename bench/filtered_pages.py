@@ -32,19 +32,19 @@ import time
 import uuid
 from pathlib import Path
 
-from bench.index_depth import add_database, machine_info  # sets Django up
-
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
+from bench.index_depth import add_database, machine_info  # sets Django up
 from comments import union
-from comments.schema import create_tables, delete_tables
 from comments.selectors import product_comment_page, product_comment_slice
 from comments.store import put_comments
+from comments.table.client import reset_clients
+from comments.table.schema import create_tables, delete_tables
 from comments.union import groups_for
-from pagination_index import aws, reset_index
+from pagination_index import reset_index
 from pagination_index.backends.redis import RedisIndex
 from stack.dynamodb_local import DynamoDBLocal
 from tests.factories import make_comments
@@ -86,7 +86,7 @@ def use_backend(name: str) -> None:
                                      "OPTIONS": {"DATABASE": ALIAS}}
     else:
         settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                     "OPTIONS": {"CACHE": "index", "KEY_PREFIX": REDIS_PREFIX}}
+                                     "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=REDIS_PREFIX)}
     reset_index()
     call_command("rebuild_index", product=[SKU], verbosity=0)
 
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=server.endpoint_url,
                                  TABLE=f"bench-{uuid.uuid4().hex[:8]}")
         settings.COMMENTS_FAST_CACHE_SECONDS = 0
-        aws.reset_clients()
+        reset_clients()
         reset_index()
         create_tables()
         try:
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             offsets = bench_offsets(counts, repeats)  # on the last backend
         finally:
             delete_tables()
-            RedisIndex({"CACHE": "index", "KEY_PREFIX": REDIS_PREFIX}).clear()
+            RedisIndex(dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=REDIS_PREFIX)).clear()
     report = {"benchmark": "filtered_pages", "size": size, "repeats": repeats, "page_size": settings.COMMENTS_PAGE_SIZE,
               "bookmark_every": BOOKMARK_EVERY, "filter_counts": counts, "machine": machine(load_at_start),
               "pages": pages, "backends": list(BACKENDS), "offsets_index": BACKENDS[-1], "offsets": offsets}

@@ -30,8 +30,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import django
 import dj_database_url
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-not-secret")  # DEBUG stays off, as in production
@@ -41,14 +41,17 @@ _SCRATCH_VAR = tempfile.TemporaryDirectory(prefix="bench-var-")
 os.environ.setdefault("SHOP_VAR_DIR", _SCRATCH_VAR.name)
 django.setup()
 
+import hiredis  # noqa: E402
 import psycopg  # noqa: E402
 import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
+from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
 from bench.common import machine_info, pyplot  # noqa: E402
-from pagination_index.backends.redis import RedisIndex, score_sort_key, sort_key_score  # noqa: E402
+from pagination_index import micros_sort_key  # noqa: E402
+from pagination_index.backends.redis import RedisIndex, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -91,7 +94,7 @@ def make_entries(size: int, seed: int) -> list[Entry]:
     rng = random.Random(seed)
     start = int(datetime(2023, 1, 1, tzinfo=timezone.utc).timestamp() * 1_000_000)
     scores = sorted(rng.sample(range(start, start + 10**14), size), reverse=True)
-    return [(f"{rng.getrandbits(128):032x}", score_sort_key(score)) for score in scores]
+    return [(f"{rng.getrandbits(128):032x}", micros_sort_key(score)) for score in scores]
 
 
 def add_database(alias: str, config: dict) -> None:
@@ -106,7 +109,7 @@ def set_group_count(alias: str, group: str, count: int) -> None:
     from pagination_index.models import IndexGroup
 
     IndexGroup.objects.using(alias).update_or_create(name=group, defaults={"count": count})
-    RelationalIndex({"DATABASE": alias}).rebuild_blocks(group)
+    RelationalIndex({"DATABASE": alias}).repair_group(group)
 
 
 # --- stores -----------------------------------------------------------------------------------
@@ -174,10 +177,20 @@ def postgres_store(workdir: Path) -> Store:
 
 
 def redis_store(workdir: Path) -> Store:
+    """The backend as configured (hiredis parses replies when installed, as requirements.txt has it)
+    beside the same backend on redis-py's pure-Python parser, through a pool of its own (django-redis
+    keeps one pool per URL, so the URL names a client to differ), and plain ZREVRANGE. `range 5k` is
+    a 5,000-entry range() read from the rank on."""
     prefix = f"bench-pidx:{os.getpid()}:"
-    index = RedisIndex({"CACHE": "index", "KEY_PREFIX": prefix})
-    raw = redis.Redis.from_url(settings.CACHES["index"]["LOCATION"])
+    options = dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=prefix)
+    index = RedisIndex(options)
+    python_url = options["LOCATION"] + ("&" if "?" in options["LOCATION"] else "?") + "client_name=bench-python-parser"
+    python = RedisIndex(dict(options, LOCATION=python_url, PARSER_CLASS="redis._parsers.resp3._RESP3Parser"))
+    raw = redis.Redis.from_url(settings.PAGINATION_INDEX_REDIS["LOCATION"])
     version = raw.info("server")["redis_version"]
+    version += f", hiredis {hiredis.__version__}" if HIREDIS_AVAILABLE else ", hiredis not installed"
+    if type(python.client.connection_pool.get_connection()._parser).__name__ != "_RESP3Parser":
+        raise SystemExit("the pure-Python subject does not use the Python parser")
 
     def load(group: str, entries: list[Entry]) -> None:
         pipe = raw.pipeline(transaction=False)
@@ -187,7 +200,6 @@ def redis_store(workdir: Path) -> Store:
             if len(pipe) >= 20:
                 pipe.execute()
         pipe.execute()
-        raw.sadd(index.registry, group)
 
     def close() -> None:
         index.clear()
@@ -197,6 +209,9 @@ def redis_store(workdir: Path) -> Store:
         name="Redis", version=version, load=load,
         subjects=[
             Subject("redis", "backend", index.at),
+            Subject("redis, Python parser", "backend", python.at),
+            Subject("redis range 5k", "backend", lambda group, rank: index.range(group, rank, rank + 5000)[0]),
+            Subject("redis range 5k, Python parser", "backend", lambda group, rank: python.range(group, rank, rank + 5000)[0]),
             Subject("ZREVRANGE", "baseline", lambda group, rank: raw.zrevrange(index.key(group), rank, rank, withscores=True)),
         ],
         close=close,
@@ -228,7 +243,7 @@ def check(subject: Subject, group: str, rank: int, expected: Entry) -> None:
     """Every subject must find the right entry: a fast wrong answer measures nothing."""
     found = subject.at(group, rank)
     if subject.kind == "baseline" and isinstance(found, list):  # ZREVRANGE: [(member, score)]
-        found = (found[0][0].decode(), score_sort_key(found[0][1]))
+        found = (found[0][0].decode(), micros_sort_key(found[0][1]))
     if tuple(found) != expected:
         raise SystemExit(f"{subject.name}: at({group}, {rank}) = {found}, expected {expected}")
 

@@ -29,7 +29,7 @@ def redis_bytes(store, entries) -> dict:
     import redis
     from django.conf import settings
 
-    raw = redis.Redis.from_url(settings.CACHES["index"]["LOCATION"])
+    raw = redis.Redis.from_url(settings.PAGINATION_INDEX_REDIS["LOCATION"])
     before = raw.info("memory")["used_memory"]
     store.load(GROUP, entries)
     used = raw.info("memory")["used_memory"] - before
@@ -42,7 +42,7 @@ def redis_bytes(store, entries) -> dict:
 
 def with_blocks(store) -> None:
     """The relational backend's counted blocks (one row per ~1,024 entries), as rebuild_index builds them."""
-    next(subject.at for subject in store.subjects if subject.kind == "backend").__self__.rebuild_blocks(GROUP)
+    next(subject.at for subject in store.subjects if subject.kind == "backend").__self__.repair_group(GROUP)
 
 
 def postgres_bytes(store, entries) -> dict:

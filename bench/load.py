@@ -1,7 +1,11 @@
-"""The site under load: gunicorn (workers as in gunicorn.conf.py) driven by wrk, per index backend.
+"""The site under load: gunicorn (workers as in gunicorn.conf.py) driven by wrk, per index backend,
+straight to gunicorn ("gunicorn direct") and through nginx with the repository's config
+(deploy/nginx/shop.conf.template: "nginx → gunicorn").
 
     python -m bench.load            # 60 s per mix at 16 and 64 connections
     python -m bench.load --smoke    # 3 s per mix at 16 connections, on the small shop
+    python -m bench.load --backend redis --connections 16 --seconds 15 \
+        --server sync:5 --server gthread:5x4 --server gthread:2x4   # worker classes side by side
 
 Mixes (bench/load.lua draws each request's path uniformly from a list):
 - hot: pages 1-3 of the top products (most comments);
@@ -9,8 +13,9 @@ Mixes (bench/load.lua draws each request's path uniformly from a list):
 
 Reported per run: requests/s, p50/p95/p99 latency, errors (socket errors, and every response that
 is not 2xx/3xx: must be 0), CPU milliseconds per request of gunicorn's master and workers (utime+stime
-from /proc, reaped workers included through the master's cutime+cstime), and each worker's resident
-memory (VmRSS) after the runs. DynamoDB Local, Redis and wrk share the same 2 cores.
+from /proc, reaped workers included through the master's cutime+cstime), of nginx (master and workers)
+and of DynamoDB Local's JVM (what a box against real DynamoDB would not spend), and each worker's
+resident memory (VmRSS) after the runs. DynamoDB Local, Redis, nginx and wrk share the same 2 cores.
 """
 from __future__ import annotations
 
@@ -19,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,19 +34,18 @@ from pathlib import Path
 from bench.common import DYNAMODB_LOCAL, format_table, machine_info, pyplot, result_path, shown, stamp, write_json
 from bench.dataset import DATA, Dataset, redis_index
 from stack.dynamodb_local import ROOT, free_port
+from stack.nginx import Nginx, nginx_binary
+from stack.processes import process_tree, stop
 
 SIZE, SMOKE_SIZE = 100_000, 3_000
 DURATION, SMOKE_DURATION = 60, 3
 CONNECTIONS, SMOKE_CONNECTIONS = (16, 64), (16,)
 TOP_PRODUCTS = 5
 PAGE_SIZE = 20
-TARGETS = {"hot": 800, "crawl": 300}  # requests/s on this 2-core machine
+TARGETS = {"hot": 1000, "crawl": 300}  # requests/s on this 2-core machine, straight to gunicorn
+CPU_TARGETS_MS = {"hot": 1.0, "crawl": 4.0}  # gunicorn's CPU per request (issue 15)
 LUA = Path(__file__).resolve().parent / "load.lua"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-# Until gunicorn.conf.py exists (issue 8), the same settings as flags.
-GUNICORN_FLAGS = ["--workers", str(min(2 * (os.cpu_count() or 1) + 1, 8)), "--threads", "4",
-                  "--worker-class", "gthread", "--timeout", "30", "--keep-alive", "5",
-                  "--max-requests", "2000", "--max-requests-jitter", "200"]
 
 
 def mixes(products: dict[str, int]) -> dict[str, list[str]]:
@@ -57,15 +60,10 @@ def mixes(products: dict[str, int]) -> dict[str, list[str]]:
     }
 
 
-def processes(master: int) -> list[int]:
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return [master, *map(int, children)]
-
-
-def cpu_seconds(master: int) -> float:
-    """utime+stime of the master and its live workers, plus the master's reaped children."""
+def cpu_seconds(master: int, pids: list[int] | None = None) -> float:
+    """utime+stime of the master and its live workers (or of `pids`), plus the master's reaped children."""
     total = 0
-    for pid in processes(master):
+    for pid in pids or process_tree(master):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except FileNotFoundError:
@@ -83,6 +81,20 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def server_env(spec: str | None) -> dict:
+    """`gthread:5x4` (class:workers x threads), `sync:5`, `gevent:2x100`: gunicorn's environment."""
+    if not spec:
+        return {}
+    worker_class, _, size = spec.partition(":")
+    workers, _, threads = size.partition("x")
+    env = {"GUNICORN_WORKER_CLASS": worker_class}
+    if workers:
+        env["GUNICORN_WORKERS"] = workers
+    if threads:
+        env["GUNICORN_THREADS" if worker_class == "gthread" else "GUNICORN_WORKER_CONNECTIONS"] = threads
+    return env
+
+
 class Gunicorn:
     def __init__(self, env: dict, log: Path):
         self.port = free_port()
@@ -92,9 +104,7 @@ class Gunicorn:
 
     def command(self) -> list[str]:
         gunicorn = str(Path(sys.executable).parent / "gunicorn")
-        if (ROOT / "gunicorn.conf.py").exists():
-            return [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "shop.wsgi"]
-        return [gunicorn, *GUNICORN_FLAGS, "--bind", self.env["GUNICORN_BIND"], "shop.wsgi"]
+        return [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "shop.wsgi"]
 
     def __enter__(self) -> "Gunicorn":
         with open(self.log, "ab") as log:
@@ -111,19 +121,14 @@ class Gunicorn:
         raise SystemExit(f"gunicorn did not answer within 60 s; see {self.log}")
 
     def __exit__(self, *exc) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process, 30)
 
     def workers(self) -> list[int]:
-        return processes(self.process.pid)[1:]
+        return process_tree(self.process.pid)[1:]
 
 
 def run_wrk(port: int, paths_file: Path, connections: int, seconds: int) -> dict:
-    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "--latency",
+    command = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "2s", "--latency",
                "-s", str(LUA), f"http://127.0.0.1:{port}", "--", str(paths_file)]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     line = next(line for line in output.splitlines() if line.startswith("RESULT "))
@@ -139,38 +144,54 @@ def warm(port: int, paths: list[str]) -> None:
             raise SystemExit(f"warming up: {path}: {exc}") from exc
 
 
-def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, seconds, logs: Path, out) -> tuple[list[dict], dict]:
+def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, seconds, logs: Path, out, *,
+                  server: str | None, nginx: bool, jvm: int) -> tuple[list[dict], dict]:
     rows = []
-    with Gunicorn(env, logs / f"gunicorn-{name.replace('/', '-')}.log") as server:
+    label = server or "gunicorn.conf.py"
+    with Gunicorn({**env, **server_env(server)}, logs / f"gunicorn-{name.replace('/', '-')}.log") as gunicorn, \
+            ExitStack() as stack:
+        routes = [("gunicorn direct", gunicorn.port, None)]
+        if nginx:
+            proxy = stack.enter_context(Nginx(logs / f"nginx-{os.getpid()}", upstream=f"127.0.0.1:{gunicorn.port}",
+                                              static_root=Path(os.environ["DJANGO_STATIC_ROOT"])))
+            routes.append(("nginx → gunicorn", proxy.port, proxy))
         for mix, paths_file in paths.items():
-            warm(server.port, paths_file.read_text().split())
-            for count in connections:
-                cpu_before, started = cpu_seconds(server.process.pid), time.monotonic()
-                result = run_wrk(server.port, paths_file, count, seconds)
-                cpu = cpu_seconds(server.process.pid) - cpu_before
-                errors = sum(result[key] for key in ("status_errors", "connect_errors", "read_errors",
-                                                     "write_errors", "timeouts"))
-                row = {"backend": name, "mix": mix, "connections": count, "seconds": seconds,
-                       "requests": result["requests"],
-                       "requests_per_s": round(result["requests"] / (result["duration_us"] / 1e6), 1),
-                       "p50_ms": result["p50_us"] / 1000, "p95_ms": result["p95_us"] / 1000,
-                       "p99_ms": result["p99_us"] / 1000, "max_ms": result["max_us"] / 1000,
-                       "errors": errors, "wrk": result,
-                       "cpu_ms_per_request": round(cpu * 1000 / max(result["requests"], 1), 3),
-                       "load_average": os.getloadavg()}
-                rows.append(row)
-                out(f"  {name:<18} {mix:<5} c={count:<3} {row['requests_per_s']:8.1f} req/s  p50 {row['p50_ms']:.1f} ms"
-                    f"  p95 {row['p95_ms']:.1f}  p99 {row['p99_ms']:.1f}  errors {errors}  "
-                    f"CPU {row['cpu_ms_per_request']:.2f} ms/req")
-        memory = {"workers": len(server.workers()), "vmrss_kib": [rss_kib(pid) for pid in server.workers()],
-                  "master_vmrss_kib": rss_kib(server.process.pid)}
+            for via, port, proxy in routes:
+                warm(port, paths_file.read_text().split())
+                for count in connections:
+                    nginx_pids = proxy.pids() if proxy else []
+                    before = (cpu_seconds(gunicorn.process.pid), cpu_seconds(0, nginx_pids) if proxy else 0.0,
+                              cpu_seconds(0, [jvm]))
+                    result = run_wrk(port, paths_file, count, seconds)
+                    after = (cpu_seconds(gunicorn.process.pid), cpu_seconds(0, nginx_pids) if proxy else 0.0,
+                             cpu_seconds(0, [jvm]))
+                    requests = max(result["requests"], 1)
+                    cpu_ms = [round((end - start) * 1000 / requests, 3) for start, end in zip(before, after)]
+                    errors = sum(result[key] for key in ("status_errors", "connect_errors", "read_errors",
+                                                         "write_errors", "timeouts"))
+                    row = {"backend": name, "server": label, "via": via, "mix": mix, "connections": count,
+                           "seconds": seconds, "requests": result["requests"],
+                           "requests_per_s": round(result["requests"] / (result["duration_us"] / 1e6), 1),
+                           "p50_ms": result["p50_us"] / 1000, "p95_ms": result["p95_us"] / 1000,
+                           "p99_ms": result["p99_us"] / 1000, "max_ms": result["max_us"] / 1000,
+                           "errors": errors, "wrk": result,
+                           "cpu_ms_per_request": cpu_ms[0], "nginx_cpu_ms_per_request": cpu_ms[1],
+                           "dynamodb_local_cpu_ms_per_request": cpu_ms[2],
+                           "load_average": os.getloadavg()}
+                    rows.append(row)
+                    out(f"  {name:<10} {label:<12} {via:<16} {mix:<5} c={count:<3} {row['requests_per_s']:8.1f} req/s"
+                        f"  p50 {row['p50_ms']:.1f} ms  p95 {row['p95_ms']:.1f}  p99 {row['p99_ms']:.1f}  errors {errors}"
+                        f"  CPU gunicorn {cpu_ms[0]:.2f} nginx {cpu_ms[1]:.2f} JVM {cpu_ms[2]:.2f} ms/req")
+        memory = {"workers": len(gunicorn.workers()), "vmrss_kib": [rss_kib(pid) for pid in gunicorn.workers()],
+                  "master_vmrss_kib": rss_kib(gunicorn.process.pid)}
     return rows, memory
 
 
 def plot(rows: list[dict], path: Path) -> None:
     plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    labels = [f"{r['backend']}\n{r['mix']} c={r['connections']}" for r in rows]
+    labels = [f"{r['backend']} {r['server']}\n{'nginx' if r['via'].startswith('nginx') else 'direct'} "
+              f"{r['mix']} c={r['connections']}" for r in rows]
     colours = ["#c44e52" if r["mix"] == "hot" else "#4c72b0" for r in rows]
     axes[0].bar(range(len(rows)), [r["requests_per_s"] for r in rows], color=colours)
     for mix, target in TARGETS.items():
@@ -195,13 +216,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, help="seconds per mix (default: 60, smoke 3)")
     parser.add_argument("--backend", action="append", choices=["redis", "relational"],
                         help="only this backend (repeatable; default both)")
+    parser.add_argument("--server", action="append",
+                        help="gunicorn worker class and size, e.g. sync:5, gthread:5x4, gevent:2x100 "
+                             "(repeatable; default: gunicorn.conf.py as it is)")
+    parser.add_argument("--connections", type=int, action="append", help="wrk connections (repeatable)")
+    parser.add_argument("--mix", action="append", choices=["hot", "crawl"], help="default: both")
+    parser.add_argument("--no-nginx", action="store_true", help="only the gunicorn direct rows")
     args = parser.parse_args(argv)
+    nginx = not args.no_nginx
+    if nginx and not nginx_binary():
+        print("nginx is needed for the nginx → gunicorn rows: apt-get install nginx (or --no-nginx)", file=sys.stderr)
+        return 1
     if not shutil.which("wrk"):
         print("wrk is needed: apt-get install wrk", file=sys.stderr)
         return 1
     size = SMOKE_SIZE if args.smoke else SIZE
     seconds = args.seconds or (SMOKE_DURATION if args.smoke else DURATION)
-    connections = SMOKE_CONNECTIONS if args.smoke else CONNECTIONS
+    connections = args.connections or (SMOKE_CONNECTIONS if args.smoke else CONNECTIONS)
     backends = args.backend or ["redis", "relational"]
     out = lambda text: print(text, flush=True)  # noqa: E731
     load_at_start = os.getloadavg()
@@ -213,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         products = dataset.products()
         paths = {}
         for mix, urls in mixes(products).items():
+            if args.mix and mix not in args.mix:
+                continue
             paths[mix] = logs / f"paths-{mix}-{size}.txt"
             paths[mix].write_text("\n".join(urls) + "\n")
         out(f"load: {len(products)} products, {sum(products.values()):,} comments; "
@@ -223,12 +256,18 @@ def main(argv: list[str] | None = None) -> int:
                 env = dict(dataset.env)
                 if backend == "redis":
                     env.update(stack.enter_context(redis_index()))
-                backend_rows, memory[backend] = bench_backend(backend, env, paths, connections, seconds, logs, out)
-                rows += backend_rows
-    header = ["backend", "mix", "conns", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors", "CPU ms/req"]
-    table = format_table(header, [[r["backend"], r["mix"], str(r["connections"]), f"{r['requests_per_s']:.0f}",
-                                   f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}", f"{r['p99_ms']:.1f}", str(r["errors"]),
-                                   f"{r['cpu_ms_per_request']:.2f}"] for r in rows], left=2)
+                for server in args.server or [None]:
+                    backend_rows, memory[f"{backend} {server or 'gunicorn.conf.py'}"] = bench_backend(
+                        backend, env, paths, connections, seconds, logs, out, server=server, nginx=nginx,
+                        jvm=dataset.database.process.pid)
+                    rows += backend_rows
+    header = ["backend", "server", "via", "mix", "conns", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors",
+              "CPU ms/req", "nginx CPU", "JVM CPU"]
+    table = format_table(header, [[r["backend"], r["server"], r["via"], r["mix"], str(r["connections"]),
+                                   f"{r['requests_per_s']:.0f}", f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}",
+                                   f"{r['p99_ms']:.1f}", str(r["errors"]), f"{r['cpu_ms_per_request']:.2f}",
+                                   f"{r['nginx_cpu_ms_per_request']:.2f}",
+                                   f"{r['dynamodb_local_cpu_ms_per_request']:.2f}"] for r in rows], left=4)
     out("\n" + table)
     for backend, used in memory.items():
         out(f"  {backend}: {used['workers']} workers, VmRSS after the runs "
@@ -238,9 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     plot(rows, png)
     path = write_json("load", args.smoke, when, {
         "flagship_comments": size, "seconds_per_run": seconds, "targets_requests_per_s": TARGETS,
-        "gunicorn": "gunicorn.conf.py" if (ROOT / "gunicorn.conf.py").exists() else " ".join(GUNICORN_FLAGS),
-        "machine": machine_info({}, load_at_start, f"shared machine; {DYNAMODB_LOCAL}, Redis and wrk on the same "
-                                                   "2 cores as gunicorn"),
+        "targets_cpu_ms_per_request": CPU_TARGETS_MS,
+        "gunicorn": "gunicorn.conf.py",
+        "machine": machine_info({}, load_at_start, f"shared machine; {DYNAMODB_LOCAL}, Redis, nginx and wrk on "
+                                                   "the same 2 cores as gunicorn"),
         "results": rows, "worker_memory": memory, "table": table, "plot": png.name})
     out(f"\nwrote {shown(path)} and {shown(png)}")
     return 1 if any(r["errors"] for r in rows) else 0

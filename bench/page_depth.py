@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from functools import wraps
@@ -75,9 +75,10 @@ CLIENT_METHODS = ("query", "get_item")
 @contextmanager
 def instrumented(timers: Timers):
     """Timers on the current index backend's and DynamoDB client's instances (this process only)."""
-    from pagination_index import aws, get_index
+    from comments.table.client import dynamodb
+    from pagination_index import get_index
 
-    index, client = get_index(), aws.dynamodb()
+    index, client = get_index(), dynamodb()
     http = client._endpoint.http_session  # botocore's HTTP session: the wire time of every call
     originals = [(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
     for target, name in originals:
@@ -124,10 +125,11 @@ def time_page(handler, timers: Timers, number: int) -> dict:
 
 def baseline_page(number: int) -> dict:
     """Page N the way DynamoDB alone allows: Query page after page, each from the last LastEvaluatedKey."""
-    from pagination_index import aws
+    from comments.table.client import dynamodb
+    from comments.table.keys import product_index_name, table_name
 
-    client = aws.dynamodb()
-    kwargs = {"TableName": aws.table_name(), "IndexName": aws.product_index_name(), "ScanIndexForward": False,
+    client = dynamodb()
+    kwargs = {"TableName": table_name(), "IndexName": product_index_name(), "ScanIndexForward": False,
               "KeyConditionExpression": "PK2 = :sku", "ExpressionAttributeValues": {":sku": {"S": FLAGSHIP}},
               "Limit": PAGE_SIZE}
 
@@ -150,10 +152,11 @@ def baseline_page(number: int) -> dict:
 def start_cost(number: int) -> dict:
     """DynamoDB Local's cost of starting page N's Query at its boundary (from the table itself: the
     boundary is the last item of page N-1), by ExclusiveStartKey and by the key condition the pages use."""
-    from pagination_index import aws
+    from comments.table.client import dynamodb
+    from comments.table.keys import product_index_name, table_name
 
-    client = aws.dynamodb()
-    base = {"TableName": aws.table_name(), "IndexName": aws.product_index_name(), "ScanIndexForward": False,
+    client = dynamodb()
+    base = {"TableName": table_name(), "IndexName": product_index_name(), "ScanIndexForward": False,
             "KeyConditionExpression": "PK2 = :sku", "ExpressionAttributeValues": {":sku": {"S": FLAGSHIP}}}
     offset = (number - 1) * PAGE_SIZE
     if offset == 0:
@@ -226,11 +229,11 @@ def dynalite(size: int, out):
                 raise RuntimeError("dynalite did not start")
             time.sleep(0.2)
         with override_settings(DYNAMODB={**settings.DYNAMODB, "ENDPOINT_URL": f"http://127.0.0.1:{port}"}):
-            from pagination_index import aws
+            from comments.table.client import dynamodb
 
             definition = schema.table_definition()
             definition.pop("StreamSpecification", None)
-            aws.dynamodb().create_table(**definition)
+            dynamodb().create_table(**definition)
             started = time.monotonic()
             product = demo.DemoProduct(FLAGSHIP, "", 0, "", size)
             comments = list(demo.comments_for(product, random.Random(size)))

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -75,15 +77,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     load_at_start, when, results = os.getloadavg(), stamp(), {}
     py_spy = str(Path(sys.executable).parent / "py-spy")
+    raw = Path(tempfile.mkdtemp(prefix="profile-pages-"))  # py-spy's raw stacks: megabytes nobody reads
     for mix in ("hot", "crawl"):
-        collapsed = result_path(f"profile_pages-{mix}", args.smoke, when, "txt")
+        collapsed = raw / f"{mix}.txt"
         svg = result_path(f"profile_pages-{mix}", args.smoke, when, "svg")
         child = [sys.executable, "-m", "bench.profile_pages", "--serve", mix] + (["--smoke"] if args.smoke else [])
         for output, form in ((collapsed, "raw"), (svg, "flamegraph")):
             subprocess.run([py_spy, "record", "--rate", "200", "--format", form, "--output", str(output),
                             "--", *child], check=True, capture_output=True)
         ranked, samples = top_functions(collapsed)
-        results[mix] = {"samples": samples, "flamegraph": svg.name, "collapsed": collapsed.name,
+        results[mix] = {"samples": samples, "flamegraph": svg.name,
                         "top": [{"function": f, "self": s, "total": t} for f, s, t in ranked]}
         print(f"\n{mix} mix: {samples} samples at 200 Hz; {shown(svg)}")
         print(format_table(["function", "self %", "total %"],
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json("profile_pages", args.smoke, when, {
         "requests_per_mix": requests, "flagship_comments": size, "results": results,
         "machine": machine_info({}, load_at_start, "shared machine; includes the process's start-up and seeding check")})
+    shutil.rmtree(raw, ignore_errors=True)
     print(f"\nwrote {shown(path)}")
     return 0
 

@@ -28,7 +28,8 @@ WARM = 50
 def timed(spent: dict[str, float]):
     """Thread CPU seconds inside the template render, the DynamoDB client and the index backend."""
     import comments.views as views
-    from pagination_index import aws, get_index
+    from comments.table.client import dynamodb
+    from pagination_index import get_index
 
     def wrap(function, label):
         def measured(*args, **kwargs):
@@ -39,7 +40,7 @@ def timed(spent: dict[str, float]):
                 spent[label] += time.thread_time() - started
         return measured
 
-    client, index = aws.dynamodb(), get_index()
+    client, index = dynamodb(), get_index()
     render = views.render
     views.render = wrap(render, "render")
     patched = [(client, name, "dynamodb") for name in ("query", "get_item")]

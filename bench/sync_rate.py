@@ -127,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def stream_records(count: int) -> list[dict]:
     """Write a mix that makes `count` records (80% inserts, 10% deletes, 10% moves), read them back."""
-    from comments.schema import create_tables
     from comments.store import put_comments
-    from pagination_index import aws, source
+    from comments.table.client import dynamodb
+    from comments.table.keys import table_name
+    from comments.table.schema import create_tables
+    from pagination_index import get_source
     from tests.factories import make_comments
     from tests.pagination_index.streams import read_stream_records
 
@@ -137,13 +139,13 @@ def stream_records(count: int) -> list[dict]:
     inserts = int(count * 0.8)
     comments = [c for n in range(10) for c in make_comments(f"SKU-{n}", inserts // 10, seed=n)]
     put_comments(comments)
-    client, table = aws.dynamodb(), aws.table_name()
+    client, table = dynamodb(), table_name()
     for comment in comments[: count // 10]:
         client.delete_item(TableName=table, Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
     for comment in comments[count // 10 : count // 10 + count - inserts - count // 10]:
         client.update_item(TableName=table, Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
                            UpdateExpression="SET PK2 = :g", ExpressionAttributeValues={":g": {"S": "SKU-moved"}})
-    return read_stream_records(source.stream_arn())
+    return read_stream_records(get_source().stream_arn())
 
 
 def machine() -> dict:
@@ -251,25 +253,26 @@ def follow_lag(seconds: float, rate: int, *, follow: bool = True) -> dict:
     against ~900/s on a fresh one (measured here; an emulator effect, not a DynamoDB one)."""
     from django.conf import settings
 
-    from comments.schema import create_tables
-    from pagination_index import aws
+    from comments.table.client import reset_clients
+    from comments.table.schema import create_tables
     from stack.dynamodb_local import DynamoDBLocal
 
     with DynamoDBLocal() as fresh:
         settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=fresh.endpoint_url,
                                  TABLE=f"bench-lag-{uuid.uuid4().hex[:8]}")
-        aws.reset_clients()
+        reset_clients()
         create_tables()
         return _follow_lag(seconds, rate, follow=follow)
 
 
 def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
+    from datetime import datetime, timezone
+
     from django.conf import settings
 
     from comments.store import Comment, format_sk, parse_sk, put_comments
-    from pagination_index import get_index, source
+    from pagination_index import get_index, get_source
     from pagination_index.stream import StreamConsumer
-    from datetime import datetime, timezone
 
     lags: list[float] = []
     stop = threading.Event()
@@ -282,7 +285,7 @@ def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
                         for r in records if "NewImage" in r["dynamodb"])
             return ops
 
-    consumer = Measured(index=get_index(), stream_arn=source.stream_arn(), stop_event=stop)
+    consumer = Measured(index=get_index(), stream_arn=get_source().stream_arn(), stop_event=stop)
     follower = threading.Thread(target=consumer.run, kwargs={"once": False, "poll_seconds": settings.SYNC_INDEX_POLL_SECONDS})
     if follow:
         follower.start()

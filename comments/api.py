@@ -7,7 +7,6 @@ import logging
 import re
 from urllib.parse import urlencode
 
-from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.paginator import InvalidPage
 from django.http import JsonResponse
@@ -15,12 +14,10 @@ from django.urls import reverse
 
 from comments import cursors
 from comments.pager import filter_params
-from comments.selectors import (
-    CommentSlice, InvalidFilter, parse_ratings, product_comment_slice, product_comment_slice_after,
-)
+from comments.paging import CommentSlice
+from comments.params import InvalidFilter, parse_ratings
+from comments.selectors import product_comment_slice, product_comment_slice_after
 from comments.store import Comment
-from comments.views import RETRY_AFTER_SECONDS
-from pagination_index import IndexUnavailable
 from shop.models import Product
 
 logger = logging.getLogger(__name__)
@@ -36,10 +33,7 @@ class ApiError(Exception):
 
 
 def error(status: int, message: str) -> JsonResponse:
-    response = JsonResponse({"error": {"status": status, "message": message}}, status=status)
-    if status == 503:
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
+    return JsonResponse({"error": {"status": status, "message": message}}, status=status)
 
 
 def _one(request, name: str) -> str | None:
@@ -124,10 +118,4 @@ def product_comments(request, sku):
         return error(exc.status, str(exc))
     except InvalidPage as exc:
         return error(404, str(exc))
-    except IndexUnavailable:
-        logger.warning("pagination index unavailable for API %s", request.get_full_path(), exc_info=True)
-        return error(503, "The comment index is unavailable; try again shortly.")
-    except (BotoCoreError, ClientError):
-        logger.warning("DynamoDB failed for API %s", request.get_full_path(), exc_info=True)
-        return error(503, "The comment store is unavailable; try again shortly.")
     return JsonResponse(_body(request, sku, ratings, found, limit))

@@ -1,10 +1,10 @@
 """HTTP caching of product pages: a strong ETag of what the page shows, Last-Modified, 304s, and
-Cache-Control that never lets a shared cache hand one visitor's CSRF token or message to another."""
+Cache-Control that never lets a shared cache hand one visitor's flash message or session to another.
+Every page, page 1 and its comment form included, is the same for every visitor without a message."""
 from __future__ import annotations
 
 import hashlib
 import json
-import secrets
 from calendar import timegm
 from datetime import datetime
 from functools import lru_cache
@@ -15,11 +15,10 @@ from django.conf import settings
 from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.http import HttpResponse
-from django.middleware.csrf import get_token
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
 
-from comments.selectors import CommentPage
+from comments.paging import CommentPage
 from comments.store import parse_sk
 from shop.models import Product
 
@@ -59,34 +58,23 @@ def page_digest(request, product: Product, page: CommentPage) -> str:
     return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
 
 
-def page_etag(request, digest: str, *, has_form: bool) -> str:
-    """A strong ETag from the page's digest. On a page with the comment form, the visitor's CSRF
-    cookie is part of it: the form embeds a token derived from it."""
-    if has_form:
-        cookie = request.COOKIES.get(settings.CSRF_COOKIE_NAME, "")
-        digest = hashlib.sha256(f"{digest}\0{cookie}".encode()).hexdigest()
+def page_etag(digest: str) -> str:
+    """A strong ETag from the page's digest: the same for every visitor."""
     return f'"{digest[:40]}"'
 
 
-# The rendered HTML of a page, shared by every visitor: keyed by its digest, so it is never stale;
-# the comment form's CSRF token is a placeholder in it, filled in per response.
-CSRF_PLACEHOLDER = f"csrf{secrets.token_hex(16)}"
-
-
-def rendered_page(request, digest: str, render: Callable[[dict], HttpResponse]) -> HttpResponse:
-    """`render(extra_context)`'s response, its HTML reused from the cache for this digest for
+def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpResponse:
+    """`render()`'s response, its HTML reused from the cache for this digest for
     COMMENTS_RENDERED_CACHE_SECONDS (0: render every time). A page with a flash message must not
     come here: it is for one visitor."""
     seconds = settings.COMMENTS_RENDERED_CACHE_SECONDS
     if not seconds:
-        return render({})
+        return render()
     key = f"comments:html:{digest}"
     html = cache.get(key)
     if html is None:
-        html = render({"csrf_token": CSRF_PLACEHOLDER}).content
+        html = render().content
         cache.set(key, html, seconds)
-    if CSRF_PLACEHOLDER.encode() in html:  # what {% csrf_token %} does: a token, and the cookie set
-        html = html.replace(CSRF_PLACEHOLDER.encode(), get_token(request).encode())
     return HttpResponse(html)
 
 
@@ -99,26 +87,25 @@ def has_pending_messages(request) -> bool:
     return len(get_messages(request)) > 0
 
 
-def is_personal(request, response, *, has_form: bool) -> bool:
-    """Does the response depend on this visitor: a page with the form (its CSRF token; checked on
-    304s too, where nothing rendered), a token rendered anyway, the session read, a cookie set?"""
+def is_personal(request, response) -> bool:
+    """Does the response depend on this visitor: the session read (a comment they just posted is
+    pinned), a cookie set?"""
     session = getattr(request, "session", None)
-    return bool(has_form or request.META.get("CSRF_COOKIE_NEEDS_UPDATE")
-                or response.cookies or (session is not None and session.accessed))
+    return bool(response.cookies or (session is not None and session.accessed))
 
 
 def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None,
-                      personal: bool = False, has_form: bool = False):
-    """Validators, then `public` only when the page is the same for everyone; a page with a CSRF token
-    stays cacheable by the visitor's own browser (`private`, `Vary: Cookie`); a flash message page is
-    not stored at all."""
+                      personal: bool = False):
+    """Validators, then `public` only when the page is the same for everyone; a page read through the
+    visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a flash
+    message page is not stored at all."""
     if personal:
         patch_cache_control(response, no_store=True, private=True)
         return response
     response.headers["ETag"] = etag
     response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
     max_age = settings.COMMENTS_PAGE_MAX_AGE
-    if is_personal(request, response, has_form=has_form):
+    if is_personal(request, response):
         patch_cache_control(response, private=True, max_age=max_age)
         patch_vary_headers(response, ("Cookie",))
     else:

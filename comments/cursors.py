@@ -11,33 +11,22 @@ an InvalidCursor (a 400), never a 500.
 from __future__ import annotations
 
 import zlib
-from datetime import datetime, timedelta, timezone
 from typing import Sequence
 
 from django.core import signing
 
-from comments.store import SK_FORMAT
 from comments.union import TOP, Position, groups_for
+from pagination_index import micros_sort_key, sort_key_micros
 
 FORMAT = 1
 SALT = "comments.cursor.v1"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 MAX_CURSOR_LENGTH = 2000
-# SKs a cursor may name: years 1970..9999 in microseconds.
-MAX_MICROS = int((datetime(9999, 12, 31, tzinfo=timezone.utc) - EPOCH).total_seconds()) * 1_000_000
+# SKs a cursor may name: years 1970..9999.
+MAX_MICROS = sort_key_micros("9999-12-31T00:00:00.000000Z")
 
 
 class InvalidCursor(ValueError):
     """The cursor was not made by this site for this product and filter, or is in an old format."""
-
-
-def _micros(sk: str) -> int:
-    moment = datetime.strptime(sk, SK_FORMAT).replace(tzinfo=timezone.utc) - EPOCH
-    return (moment.days * 86_400 + moment.seconds) * 1_000_000 + moment.microseconds
-
-
-def _sk(micros: int) -> str:
-    return (EPOCH + timedelta(microseconds=micros)).strftime(SK_FORMAT)
 
 
 def _signer(sku: str) -> signing.Signer:
@@ -49,7 +38,7 @@ def encode(sku: str, ratings: Sequence[int], position: Position) -> str:
     for group in groups_for(sku, ratings):
         after, skip = position.starts[group]
         # A skip-0 start (SK < after) is never inside a run of ties: the same as SK <= after, skip 1.
-        starts.append(0 if after is None else [_micros(after[1]), max(skip, 1)])
+        starts.append(0 if after is None else [sort_key_micros(after[1]), max(skip, 1)])
     payload = [FORMAT, "".join(map(str, ratings)), position.offset, starts]
     return _signer(sku).sign_object(payload, compress=True)
 
@@ -86,5 +75,5 @@ def _start(item):
         return TOP
     if (isinstance(item, list) and len(item) == 2 and _natural(item[0]) and item[0] <= MAX_MICROS
             and _natural(item[1]) and item[1] >= 1):
-        return ("", _sk(item[0])), item[1]
+        return ("", micros_sort_key(item[0])), item[1]
     raise InvalidCursor("That cursor is not valid.")

@@ -5,12 +5,14 @@ import re
 
 from django import forms
 
+from comments.table.keys import RATINGS
+
 AUTHOR_MAX = 80
 BODY_MAX = 5_000
 # C0 and C1 control characters and DEL; newlines and tabs are kept where a field allows them.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 LINE_BREAKS = re.compile(r"\r\n?")
-RATING_CHOICES = [(n, f"{n} star" if n == 1 else f"{n} stars") for n in range(1, 6)]
+RATING_CHOICES = [(n, f"{n} star" if n == 1 else f"{n} stars") for n in RATINGS]
 
 
 def strip_controls(text: str, *, multiline: bool) -> str:

@@ -33,7 +33,7 @@ def filter_params(ratings: Sequence[int]) -> list[tuple[str, int]]:
 
 
 def page_href(path: str, number: int, ratings: Sequence[int] = ()) -> str:
-    """A page's URL relative to the site: page 1 is the bare product URL (DESIGN.md); a rating
+    """A page's URL relative to the site: page 1 is the bare product URL (one URL per page); a rating
     filter comes first: "?rating=3&rating=5&page=4"."""
     params = filter_params(ratings) + ([("page", number)] if number > 1 else [])
     return f"{path}?{urlencode(params)}" if params else path

@@ -6,8 +6,9 @@ import json
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 
-from comments.selectors import RatingSummary
+from comments.paging import RatingSummary
 from comments.store import Comment
+from comments.table.keys import RATINGS
 from shop.models import Product
 
 DESCRIPTION_CHARS = 155  # what result pages show of a meta description
@@ -31,7 +32,7 @@ def _review(comment: Comment, page_url: str) -> dict:
         "datePublished": comment.sk[:10],
         "reviewBody": comment.body,
     }
-    if 1 <= comment.rating <= 5:
+    if comment.rating in RATINGS:
         review["reviewRating"] = {"@type": "Rating", "ratingValue": comment.rating, "bestRating": 5, "worstRating": 1}
     return review
 

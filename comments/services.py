@@ -4,12 +4,12 @@ from __future__ import annotations
 import uuid
 
 from comments import store
-from comments.selectors import forget_fast_window
 from comments.store import Comment
+from comments.table.keys import RATINGS
+from comments.windows import forget_fast_window
 
 # uuid4 keys do not collide in practice; a few attempts turn "practically never" into "never fails".
 CREATE_ATTEMPTS = 3
-RATINGS = range(1, 6)
 
 
 def new_comment_id() -> str:

@@ -1,5 +1,6 @@
 """Reads and writes of the comments table. Items are (de)serialised by hand: our attributes are
-only S and N, and this is on the hot path of every page."""
+only S and N, and this is on the hot path of every page. Any DynamoDB failure leaves here as
+StoreUnavailable (comments.table.client)."""
 from __future__ import annotations
 
 import time
@@ -10,10 +11,10 @@ from typing import Iterable
 from botocore.exceptions import ClientError
 from django.utils.dates import MONTHS
 
-from pagination_index import aws
-from pagination_index.source import group_attribute, group_index_name, rating_group
+from comments.table.client import dynamodb, store_errors
+from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
+from pagination_index import SORT_KEY_FORMAT
 
-SK_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 BATCH_WRITE_MAX = 25
 
 
@@ -25,10 +26,6 @@ class Comment:
     author: str
     body: str
     rating: int
-
-    @property
-    def created(self) -> datetime:
-        return parse_sk(self.sk)
 
     # What pages show of the date, from the SK's text (a page shows 20 comments, three dates each:
     # parsing and the date filter were a tenth of a page's render time).
@@ -68,16 +65,16 @@ class Comment:
 
     @property
     def order_key(self) -> tuple[str, str]:
-        """Index order (DESIGN.md): by SK, ties broken by PK; newest first is this, descending."""
+        """Index order: by SK, ties broken by PK; newest first is this, descending."""
         return self.sk, self.pk
 
 
 def format_sk(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime(SK_FORMAT)
+    return moment.astimezone(timezone.utc).strftime(SORT_KEY_FORMAT)
 
 
 def parse_sk(sk: str) -> datetime:
-    return datetime.strptime(sk, SK_FORMAT).replace(tzinfo=timezone.utc)
+    return datetime.strptime(sk, SORT_KEY_FORMAT).replace(tzinfo=timezone.utc)
 
 
 def sk_now() -> str:
@@ -107,10 +104,11 @@ def item_from_comment(comment: Comment) -> dict:
     }
 
 
+@store_errors("BatchWriteItem")
 def put_comments(comments: Iterable[Comment]) -> int:
     """BatchWriteItem in groups of 25, retrying unprocessed items with backoff; returns items written."""
-    client = aws.dynamodb()
-    table = aws.table_name()
+    client = dynamodb()
+    table = table_name()
     batch: list[dict] = []
     written = 0
 
@@ -139,6 +137,7 @@ class CommentExists(Exception):
     """A put found an item already at the comment's key (and it is not this same comment)."""
 
 
+@store_errors("PutItem")
 def put_new_comment(comment: Comment) -> None:
     """PutItem that never overwrites: the condition fails if the key is taken.
 
@@ -147,8 +146,8 @@ def put_new_comment(comment: Comment) -> None:
     """
     item = item_from_comment(comment)
     try:
-        aws.dynamodb().put_item(
-            TableName=aws.table_name(),
+        dynamodb().put_item(
+            TableName=table_name(),
             Item=item,
             ConditionExpression="attribute_not_exists(PK)",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -160,15 +159,17 @@ def put_new_comment(comment: Comment) -> None:
             raise CommentExists(comment.pk) from exc
 
 
+@store_errors("GetItem")
 def get_comment(pk: str, sk: str) -> Comment | None:
     """One comment by its table key, strongly consistent (unlike any read of the GSI)."""
-    response = aws.dynamodb().get_item(
-        TableName=aws.table_name(), Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True,
+    response = dynamodb().get_item(
+        TableName=table_name(), Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True,
     )
     item = response.get("Item")
     return comment_from_item(item) if item else None
 
 
+@store_errors("Query")
 def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
     """`count` comments of a group in index order, and whether the group has none beyond them.
 
@@ -181,8 +182,8 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
 
     Why a key condition and not `after`'s keys as ExclusiveStartKey: with no tie at `after` both
     select the same items, and both are one seek in DynamoDB's B-tree; but DynamoDB Local walks
-    the partition up to an ExclusiveStartKey (52 ms at rank 99,900 of 100,000 here, against 15 ms
-    at rank 10) while it seeks a sort-key condition (9-13 ms at any rank): see bench/page_depth.py.
+    the partition up to an ExclusiveStartKey, so its cost grows with depth, while it seeks a sort-key
+    condition at any depth (docs/benchmarks.md, the page_depth "start cost" rows).
 
     Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
     whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
@@ -190,7 +191,7 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     need = skip + count
     attribute = group_attribute(group)
     kwargs = {
-        "TableName": aws.table_name(),
+        "TableName": table_name(),
         "IndexName": group_index_name(group),
         "ScanIndexForward": False,
         "ExpressionAttributeValues": {":g": {"S": group}},
@@ -200,7 +201,7 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     if after is not None:
         kwargs["KeyConditionExpression"] = f"{attribute} = :g AND SK {'<=' if skip else '<'} :sk"
         kwargs["ExpressionAttributeValues"][":sk"] = {"S": after[1]}
-    client = aws.dynamodb()
+    client = dynamodb()
     items: list[dict] = []
     exhausted = False
     while True:
@@ -218,15 +219,16 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     return comments[skip:need], exhausted and len(comments) <= need
 
 
+@store_errors("Scan for rating keys")
 def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on_scanned=None) -> tuple[int, int]:
     """One Scan segment: set PK2R on every comment that lacks it; returns (found, updated).
 
     The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
     overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
     """
-    client = aws.dynamodb()
+    client = dynamodb()
     kwargs = {
-        "TableName": aws.table_name(),
+        "TableName": table_name(),
         "Segment": segment,
         "TotalSegments": segments,
         "FilterExpression": "attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
@@ -243,7 +245,7 @@ def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on
                 continue
             try:
                 client.update_item(
-                    TableName=aws.table_name(),
+                    TableName=table_name(),
                     Key={"PK": item["PK"], "SK": item["SK"]},
                     UpdateExpression="SET PK2R = :g",
                     ConditionExpression="attribute_not_exists(PK2R) AND attribute_exists(PK)",

@@ -24,10 +24,9 @@ from django.core.paginator import EmptyPage
 
 from comments import store
 from comments.store import Comment
+from comments.table.keys import RATINGS, rating_group
 from pagination_index import index
-from pagination_index.source import rating_group
 
-RATINGS = (1, 2, 3, 4, 5)
 # How far back to look per index read when counting a run of equal sort keys.
 TIE_SCAN_CHUNK = 64
 # Where a group's partition resumes, in store.newest()'s terms: (after, skip); (None, 0) is its top.

@@ -1,37 +1,31 @@
 import logging
 
-from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import InvalidPage
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import get_conditional_response
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from comments import caching, cursors, seo
 from comments.forms import CommentForm
+from comments.origin import post_origin_refusal
 from comments.pager import cursor_href, page_href, pager_links
+from comments.params import InvalidFilter, parse_page_number, parse_ratings
 from comments.recent import posted_keys, remember_posted
-from comments.selectors import (
-    RATINGS, InvalidFilter, parse_page_number, parse_ratings, product_comment_cursor_page, product_comment_page,
-    product_for_page,
-)
+from comments.selectors import product_comment_cursor_page, product_comment_page
 from comments.services import comment_create
+from comments.table.client import StoreUnavailable
+from comments.table.keys import RATINGS
 from comments.throttle import comment_post_allowed
-from pagination_index import IndexUnavailable
+from comments.windows import product_for_page
+from shop.middleware import service_unavailable
 from shop.models import Product
 
 logger = logging.getLogger(__name__)
-
-RETRY_AFTER_SECONDS = 30
-
-
-def service_unavailable(request, what: str):
-    response = render(request, "503.html", {"what": what}, status=503)
-    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
-
 
 def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)
@@ -40,7 +34,8 @@ def bad_request(request, message: str):
 @require_safe
 def product_detail(request, sku):
     """A product and one page of its comments: `?page=N`, optionally `?rating=3&rating=5` (filtered
-    pages are noindex), or `?cursor=...` ("Load more")."""
+    pages are noindex), or `?cursor=...` ("Load more"). The index or the store being down is a 503
+    (shop.middleware.ServiceUnavailableMiddleware)."""
     product = product_for_page(sku=sku)
     if product is None:
         raise Http404("No such product.")
@@ -66,26 +61,19 @@ def product_detail(request, sku):
         return bad_request(request, str(exc))
     except InvalidPage as exc:
         raise Http404(str(exc)) from exc
-    except IndexUnavailable:
-        logger.warning("pagination index unavailable for %s page %s", sku, values, exc_info=True)
-        return service_unavailable(request, "the comment index")
-    except (BotoCoreError, ClientError):
-        logger.warning("DynamoDB failed for %s page %s", sku, values, exc_info=True)
-        return service_unavailable(request, "the comment store")
     request.page_number, request.page_served_by = page.number, page.served_by  # for the request log line
 
-    # The form (and its CSRF token, which makes a page private) only on page 1: deeper pages link
-    # to it, so shared caches and crawlers can keep them.
+    # The form only on page 1 (deeper pages link to it). It carries no per-visitor token (comment_post
+    # checks the Origin instead), so page 1 is as public as every other page.
     has_form = page.number == 1 and not (ratings or cursor)
     personal = caching.has_pending_messages(request)
     digest = caching.page_digest(request, product, page)
-    etag = caching.page_etag(request, digest, has_form=has_form)
+    etag = caching.page_etag(digest)
     last_modified = caching.product_last_modified(product, page.newest_sk)
     if not personal:
         response = get_conditional_response(request, etag=etag, last_modified=caching.http_timestamp(last_modified))
         if response is not None:  # 304 (or 412), without rendering
-            return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified,
-                                             has_form=has_form)
+            return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified)
 
     number, num_pages = page.number, page.paginator.num_pages
     product_url = request.build_absolute_uri(path)
@@ -98,7 +86,7 @@ def product_detail(request, sku):
     more_url = (cursor_href(path, cursors.encode(sku, ratings, page.resume), ratings)
                 if (ratings or cursor) and page.has_more() else None)
 
-    def render_page(extra: dict):
+    def render_page():
         return render(request, "comments/product_detail.html", {
             "product": product,
             "page_obj": page,
@@ -122,13 +110,12 @@ def product_detail(request, sku):
             "json_ld": seo.product_json_ld(product=product, url=product_url, page_url=canonical,
                                            comments=page.object_list, ratings=page.ratings),
             "comment_form": CommentForm() if has_form else None,
-            **extra,
         })
 
     # A page with a flash message is for one visitor: rendered for them, never from the shared HTML.
-    response = render_page({}) if personal else caching.rendered_page(request, digest, render_page)
+    response = render_page() if personal else caching.rendered_page(digest, render_page)
     return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified,
-                                     personal=personal, has_form=has_form)
+                                     personal=personal)
 
 
 POSTED_MESSAGE = "Thank you! Your comment is posted."
@@ -144,11 +131,26 @@ def comment_form_page(request, product, form, *, heading, notice="", status):
     }, status=status)
 
 
+@csrf_exempt  # no per-visitor token in the form: the Origin is checked instead (comments.origin)
 def comment_post(request, sku):
-    """The comment form's target. Success is a 303 to page 1, where the new comment is first."""
-    product = get_object_or_404(Product, sku=sku)
+    """The comment form's target. Success is a 303 to page 1, where the new comment is first; a post
+    from another site is a 403."""
+    try:
+        product = get_object_or_404(Product, sku=sku)
+    except (OperationalError, InterfaceError):  # the shop's database is down: keep the comment, not a bare 503
+        logger.warning("database unavailable posting a comment on %s", sku, exc_info=True)
+        return service_unavailable(comment_form_page(
+            request, Product(sku=sku, name=sku), CommentForm(initial=request.POST.dict()), status=503,
+            heading="We couldn't save your comment",
+            notice="Our shop is not answering right now. Your comment is kept below, unchanged: please post it "
+                   "again in a minute."))
     if request.method != "POST":
         return redirect(product)
+    refusal = post_origin_refusal(request)
+    if refusal:
+        logger.info("comment post on %s refused: %s", sku, refusal)
+        return comment_form_page(request, product, CommentForm(initial=request.POST.dict()), status=403,
+                                 heading="We couldn't accept this form", notice=refusal)
     verdict = comment_post_allowed(request)
     if not verdict.allowed:
         response = comment_form_page(
@@ -167,14 +169,12 @@ def comment_post(request, sku):
         return comment_form_page(request, product, form, status=400, heading=f"Your comment on {product.name}")
     try:
         comment = comment_create(sku=sku, **form.comment_fields())
-    except (BotoCoreError, ClientError):
+    except StoreUnavailable:  # the form is kept, not lost to the 503 page
         logger.warning("DynamoDB failed posting a comment on %s", sku, exc_info=True)
-        response = comment_form_page(
+        return service_unavailable(comment_form_page(
             request, product, form, status=503, heading="We couldn't save your comment",
             notice="Our comment store is not answering right now. Your comment is kept below, "
-                   "unchanged: please post it again in a minute.")
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-        return response
+                   "unchanged: please post it again in a minute."))
     remember_posted(request, comment)
     messages.success(request, POSTED_MESSAGE)
     return HttpResponseSeeOther(product.get_absolute_url())

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 from django.db import connection
 
-from pagination_index import aws, index, source
+from comments.table.client import dynamodb_probe
+from comments.table.keys import table_name
+from pagination_index import get_index, get_source, index
 from pagination_index.models import LagSample, ShardCheckpoint
 from shop.models import Product
 
@@ -22,11 +24,11 @@ def _check_database() -> None:
 
 
 def _check_dynamodb() -> None:
-    aws.dynamodb_probe().describe_table(TableName=aws.table_name())
+    dynamodb_probe().describe_table(TableName=table_name())
 
 
 def _check_index() -> None:
-    index.count(READINESS_GROUP)
+    get_index().count(READINESS_GROUP)  # the store itself, never the pages' fail-fast answer
 
 
 READINESS_CHECKS = {"database": _check_database, "dynamodb": _check_dynamodb, "index": _check_index}
@@ -79,7 +81,7 @@ def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str], bool]
         table_count = None
         if not table_failed:
             try:
-                table_count = source.group_count(product.sku)
+                table_count = get_source().group_count(product.sku)
             except Exception as exc:
                 errors.append(f"DynamoDB: {type(exc).__name__}: {exc}")
                 table_failed = True  # one failure is enough to know: don't wait on every product

@@ -8,8 +8,7 @@ from django.views.decorators.cache import never_cache
 
 from ops import selectors
 from ops.charts import lag_chart
-
-RETRY_AFTER_SECONDS = 10
+from shop.middleware import service_unavailable
 
 
 @never_cache
@@ -25,9 +24,7 @@ def readyz(request):
     ready = all(result == "ok" for result in checks.values())
     response = JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
                             status=200 if ready else 503)
-    if not ready:
-        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    return response
+    return response if ready else service_unavailable(response)
 
 
 @never_cache

@@ -9,11 +9,10 @@ from django.conf import settings
 from pagination_index.models import LagSample
 
 
-def record_lag(created: datetime | None) -> float | None:
-    """Seconds between a record's creation (as the stream reports it) and now."""
-    if not isinstance(created, datetime):
-        return None
-    return max((datetime.now(timezone.utc) - created).total_seconds(), 0.0)
+def lag_seconds(created: datetime, now: datetime) -> float:
+    """Seconds between a record's creation (as the stream reports it) and its applying; never
+    negative, though the stream's clock and ours may disagree."""
+    return max((now - created).total_seconds(), 0.0)
 
 
 class LagSampler:

@@ -1,9 +1,11 @@
 """Keeping the index in step with the table by consuming its DynamoDB Stream.
 
-Rules (DESIGN.md, "Keeping the index in step"): every shard of the stream; a child shard only after
-its parent is finished or gone; a checkpoint per shard; a batch is applied and then checkpointed,
-inside one database transaction, so a crash at any point loses nothing and re-applying a batch is
-harmless. A shard is read only under its lease (leases.py), so two consumers can run for failover.
+Rules: every shard of the stream; a child shard only after its parent is finished or gone (so each
+item's changes apply in order); a checkpoint per shard; a batch is applied and then checkpointed,
+inside one database transaction when the index lives in a database, so a crash at any point loses
+nothing and re-applying a batch is harmless (every op is idempotent). A shard is read only under
+its lease (leases.py), so two consumers can run for failover. What a record means for the index is
+the source's business (settings.PAGINATION_INDEX_SOURCE).
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import random
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 from botocore.exceptions import (
     ClientError,
@@ -21,12 +24,12 @@ from botocore.exceptions import (
     EndpointConnectionError,
     ReadTimeoutError,
 )
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
-from pagination_index import aws
-from pagination_index.backends.base import BaseIndex
-from pagination_index.lag import LagSampler
+from pagination_index import get_source
+from pagination_index.backends.base import BaseIndex, IndexUnavailable
+from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
     lease_acquire,
@@ -37,7 +40,7 @@ from pagination_index.leases import (
     new_owner_id,
 )
 from pagination_index.models import ShardCheckpoint
-from pagination_index.source import records_ops
+from pagination_index.sources import BaseSource
 from pagination_index.stale import stale_groups_mark
 
 logger = logging.getLogger(__name__)
@@ -51,25 +54,28 @@ RETRYABLE_CODES = frozenset({
     "ServiceUnavailable",
 })
 RETRYABLE_ERRORS = (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError, ReadTimeoutError)
+# With --once, an index or database outage is waited out this many times before the run fails;
+# following, it is waited out for as long as it lasts.
+ONCE_OUTAGE_RETRIES = 5
 
 
 class Stopped(Exception):
     """The stop event was set while waiting to retry."""
 
 
-def apply_records(index: BaseIndex, records: list[dict]) -> int:
+def apply_records(index: BaseIndex, records: list[dict], source: BaseSource | None = None) -> int:
     """Apply stream records to the index; returns how many ops that made. Shared with Lambda."""
-    ops = records_ops(records)
+    ops = (source or get_source()).records_ops(records)
     if ops:
         index.apply(ops)
     return len(ops)
 
 
 def checkpoint_database(index: BaseIndex) -> str:
-    """Checkpoints (and leases, and stale marks) live beside a relational index: same database, so
-    one transaction covers both; any other index is written first and checkpointed after, in the
-    default database."""
-    return getattr(index, "using", DEFAULT_DB_ALIAS)
+    """Checkpoints (and leases, and stale marks) live in the index's own database when it has one,
+    so one transaction covers a batch and its checkpoint; any other index is written first and
+    checkpointed after, in the default database."""
+    return index.database_alias or DEFAULT_DB_ALIAS
 
 
 def record_created_at(record: dict) -> datetime | None:
@@ -107,8 +113,10 @@ class PollResult:
 class StreamConsumer:
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
                  stop_event: threading.Event | None = None, owner: str | None = None,
-                 lease_seconds: float = 30.0, backoff: Backoff | None = None):
+                 lease_seconds: float = 30.0, backoff: Backoff | None = None,
+                 source: BaseSource | None = None):
         self.index = index
+        self.source = source or get_source()
         self.database = checkpoint_database(index)
         self.stream_arn = stream_arn
         self.batch_size = batch_size
@@ -116,7 +124,7 @@ class StreamConsumer:
         self.owner = owner or new_owner_id()
         self.lease_seconds = lease_seconds
         self.backoff = backoff or Backoff()
-        self.client = aws.dynamodbstreams()
+        self.client = self.source.stream_client()
         # shard id -> (iterator, the checkpoint it continues from)
         self._iterators: dict[str, tuple[str, str]] = {}
         self.lag = LagSampler()
@@ -299,7 +307,7 @@ class StreamConsumer:
         (the index writes join it when the index lives in the same database)."""
         with transaction.atomic(using=self.database):
             lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
-            ops = apply_records(self.index, records)
+            ops = apply_records(self.index, records, self.source)
             now = timezone.now()
             if records:
                 checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
@@ -307,7 +315,7 @@ class StreamConsumer:
                 created = record_created_at(records[-1])
                 if created:
                     checkpoint.last_record_at = created
-                    checkpoint.lag_seconds = max((now - created).total_seconds(), 0.0)
+                    checkpoint.lag_seconds = lag_seconds(created, now)
             checkpoint.finished = finished
             if finished:
                 checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
@@ -329,17 +337,26 @@ class StreamConsumer:
         """Drain to the current end (once) or follow until stop_event is set; leases are given up
         on the way out so a standby consumer takes over without waiting for them to expire."""
         total = PollResult()
+        failures = 0
         try:
             while not self.stop_event.is_set():
-                result = self.poll()
+                try:
+                    result = self.poll()
+                    if not result.records:
+                        self.lag.note(0.0)  # caught up: nothing is waiting
+                    self.lag.flush(force=once and not result.records)
+                except (IndexUnavailable, DatabaseError) as exc:
+                    failures += 1
+                    if once and failures > ONCE_OUTAGE_RETRIES:
+                        raise
+                    self._wait_out_outage(exc, failures)
+                    continue
+                failures = 0
                 total.records += result.records
                 total.ops += result.ops
                 total.finished_shards += result.finished_shards
                 total.trimmed += result.trimmed
                 total.leased_elsewhere = result.leased_elsewhere
-                if not result.records:
-                    self.lag.note(0.0)  # caught up: nothing is waiting
-                self.lag.flush(force=once and not result.records)
                 if on_poll:
                     on_poll(result)
                 if once:
@@ -350,8 +367,20 @@ class StreamConsumer:
                 # than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
                 self.stop_event.wait(poll_seconds)
         finally:
-            lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
+            try:
+                lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
+            except DatabaseError:  # still down: the leases expire by themselves
+                logger.warning("could not release leases on the way out", exc_info=True)
         return total
+
+    def _wait_out_outage(self, exc: Exception, failures: int) -> None:
+        """The index or the checkpoint database is down: nothing was checkpointed past what was
+        applied, so wait and poll again from the checkpoints (re-applying a batch is harmless)."""
+        connections[self.database].close()  # a connection broken by the outage is not reused
+        self._iterators.clear()
+        delay = self.backoff.delay(failures)
+        logger.warning("index or checkpoint database unavailable (%s); polling again in %.2fs", exc, delay)
+        self.stop_event.wait(delay)
 
 
 @contextmanager

@@ -46,7 +46,5 @@ def group_drift(index: BaseIndex, group: str, table: Sequence[Entry]) -> GroupDr
     drift.misordered = sum(1 for a, b in zip(common_expected, common_actual) if a != b)
     if drift.index_count != len(actual):
         drift.problems.append(f"count() says {drift.index_count} but the group holds {len(actual)} entries")
-    check_integrity = getattr(index, "check_integrity", None)  # backend-specific invariants, if any
-    if check_integrity:
-        drift.problems.extend(check_integrity(group) or [])
+    drift.problems.extend(index.check_integrity(group))
     return drift

@@ -1,4 +1,5 @@
-"""Request logging and the Content-Security-Policy header."""
+"""Request logging, the Content-Security-Policy header, the one place where a dependency that is
+down becomes a 503, and the per-process micro-cache of public responses."""
 from __future__ import annotations
 
 import logging
@@ -7,8 +8,17 @@ import time
 import uuid
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils.cache import get_conditional_response
+from django.utils.http import parse_http_date_safe
+
+from comments.table.client import StoreUnavailable
+from pagination_index import IndexUnavailable
 
 logger = logging.getLogger("shop.request")
+unavailable_logger = logging.getLogger("shop.unavailable")
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # An incoming request id is echoed only if it is short and plain; anything else is replaced.
@@ -60,3 +70,104 @@ class ContentSecurityPolicyMiddleware:
         if policy and "Content-Security-Policy" not in response:
             response["Content-Security-Policy"] = policy
         return response
+
+
+class ServiceUnavailableMiddleware:
+    """A view whose index or comment store is down answers 503 with Retry-After, never a 500: JSON
+    under /api/, the 503 page elsewhere. Views that degrade on purpose (pages 1..FAST_PAGES without
+    the index, counts shown as "-", the comment form kept after a failed post) catch the error
+    themselves; everything else lets it reach this."""
+
+    UNAVAILABLE = {IndexUnavailable: "the comment index", StoreUnavailable: "the comment store",
+                   # The shop's own database unreachable (not a bad query: those stay errors).
+                   OperationalError: "the shop's database", InterfaceError: "the shop's database"}
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        what = next((name for kind, name in self.UNAVAILABLE.items() if isinstance(exception, kind)), None)
+        if what is None:
+            return None
+        unavailable_logger.warning("%s unavailable for %s", what, request.get_full_path(), exc_info=exception)
+        if request.path.startswith("/api/"):
+            response = JsonResponse({"error": {"status": 503, "message": f"{what.capitalize()} is unavailable; "
+                                                                         "try again shortly."}}, status=503)
+        else:
+            response = render(request, "503.html", {"what": what}, status=503)
+        return service_unavailable(response)
+
+
+def service_unavailable(response):
+    """Mark a 503 with the Retry-After every unavailable answer of the site carries."""
+    response["Retry-After"] = str(settings.RETRY_AFTER_SECONDS)
+    return response
+
+
+class MicroCacheMiddleware:
+    """Whole public responses, kept in this process for RESPONSE_MICRO_CACHE_SECONDS (about a second)
+    and handed to cookie-less GETs of the same URL without running the rest of the stack.
+
+    A hot page asked for hundreds of times a second is then built about once a second per worker.
+    Only a 200 marked `Cache-Control: public` (never private or no-store, no cookie set, no Vary but
+    Accept-Encoding) is stored, and only requests with no Cookie and no Authorization header are
+    answered from it, so a visitor's session, messages or pinned comments never meet the cache;
+    If-None-Match / If-Modified-Since are answered against the stored validators. A write handled by
+    this process (any non-GET answered below 400) empties it; other processes' copies are at most that
+    old, as nginx's micro-cache in front is (docs/nginx.md)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.seconds = settings.RESPONSE_MICRO_CACHE_SECONDS
+        self.entries: dict[tuple, tuple] = {}
+
+    def __call__(self, request):
+        if not self.seconds:
+            return self.get_response(request)
+        meta = request.META
+        if request.method != "GET":
+            response = self.get_response(request)
+            if request.method != "HEAD" and response.status_code < 400:
+                self.entries.clear()
+            return response
+        if meta.get("HTTP_COOKIE") or "HTTP_AUTHORIZATION" in meta:
+            return self.get_response(request)
+        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""))
+        now = time.monotonic()
+        entry = self.entries.get(key)
+        if entry is not None and entry[0] > now:
+            return self.replay(request, entry)
+        response = self.get_response(request)
+        if self.shareable(response):
+            self.store(key, now, response)
+        return response
+
+    @staticmethod
+    def shareable(response) -> bool:
+        if response.status_code != 200 or response.streaming or response.cookies:
+            return False
+        control = response.get("Cache-Control", "")
+        if "public" not in control or "private" in control or "no-store" in control:
+            return False
+        return response.get("Vary", "Accept-Encoding").lower() == "accept-encoding"
+
+    def store(self, key: tuple, now: float, response) -> None:
+        if len(self.entries) >= settings.RESPONSE_MICRO_CACHE_ENTRIES:
+            snapshot = list(self.entries.items())  # one C-level copy: other threads may store meanwhile
+            for stale in [k for k, entry in snapshot if entry[0] <= now] or [k for k, _ in snapshot[:1]]:
+                self.entries.pop(stale, None)
+        headers = [(name, value) for name, value in response.items() if name != REQUEST_ID_HEADER]
+        self.entries[key] = (now + self.seconds, response.content, headers,
+                             response.get("ETag"), response.get("Last-Modified"))
+
+    @staticmethod
+    def replay(request, entry: tuple):
+        _, content, headers, etag, last_modified = entry
+        response = HttpResponse(content, headers=headers)
+        if etag is None and last_modified is None:
+            return response
+        timestamp = parse_http_date_safe(last_modified) if last_modified else None
+        return get_conditional_response(request, etag=etag, last_modified=timestamp, response=response)

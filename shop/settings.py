@@ -1,12 +1,17 @@
 """Settings for the shop, read from the environment with safe local defaults.
 
-Every setting read here is listed, with its default, in the README's "Settings" section.
+Each environment variable is read once, here, and listed with its default in docs/reference.md
+(tests/ops/test_settings.py holds the two equal). Sections: core, data stores, pagination index,
+comment pages, caching, security, logging, operations.
 """
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SHOP_VAR_DIR", BASE_DIR / "var"))
@@ -23,6 +28,16 @@ def env_list(name, default):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def next_database(url):
+    """A Redis URL's next database number: redis://h:6379/0 -> redis://h:6379/1."""
+    parts = urlsplit(url)
+    database = parts.path.strip("/") or "0"
+    if not database.isdigit():
+        raise ImproperlyConfigured(f"Set PAGINATION_INDEX_REDIS_URL: no database number to follow in REDIS_URL={url!r}.")
+    return parts._replace(path=f"/{int(database) + 1}").geturl()
+
+
+# --- Core -----------------------------------------------------------------------------------
 DEBUG = env_bool("DJANGO_DEBUG")
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me" if DEBUG else "")
 if not SECRET_KEY:
@@ -41,6 +56,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.contrib.sitemaps",  # the sitemaps framework's templates (the domain is the request's host)
     "pagination_index",
     "shop",
     "comments",
@@ -49,6 +65,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
+    "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "shop.middleware.ContentSecurityPolicyMiddleware",
@@ -58,6 +75,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "shop.middleware.ServiceUnavailableMiddleware",  # innermost: a view's dependency down -> 503
 ]
 
 ROOT_URLCONF = "shop.urls"
@@ -78,53 +96,115 @@ TEMPLATES = [
     },
 ]
 
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Data stores ----------------------------------------------------------------------------
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Seconds to wait for a connection: a PostgreSQL that is down is a quick 503, not a hung page.
+    DATABASES["default"]["OPTIONS"] = {"connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "3"))}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets page reads go on while sync_index writes the index.
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000;",
     }
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "shop",
-    },
-}
-
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
-USE_I18N = True
-USE_TZ = True
-
-STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
-
-# --- DynamoDB -------------------------------------------------------------------------------
-# An empty DYNAMODB_ENDPOINT_URL means real AWS through boto3's default credential chain.
+# The comments table. An empty DYNAMODB_ENDPOINT_URL means real AWS through boto3's default
+# credential chain. GSI byProduct (PK2, SK) serves product pages, byRating (PK2R, SK) filtered ones.
 DYNAMODB = {
     "ENDPOINT_URL": os.environ.get("DYNAMODB_ENDPOINT_URL", "http://127.0.0.1:8001") or None,
     "REGION": os.environ.get("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),
     "TABLE": os.environ.get("COMMENTS_TABLE", "comments"),
     "GSI": "byProduct",
+    "RATING_GSI": "byRating",
+    # Seconds to connect and to wait for an answer, and attempts per call (the first included).
+    "CONNECT_TIMEOUT": float(os.environ.get("DYNAMODB_CONNECT_TIMEOUT", "1")),
+    "READ_TIMEOUT": float(os.environ.get("DYNAMODB_READ_TIMEOUT", "5")),
+    "BULK_READ_TIMEOUT": float(os.environ.get("DYNAMODB_BULK_READ_TIMEOUT", "60")),  # rebuild, verify
+    "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
 }
 
-# --- Comment pages --------------------------------------------------------------------------
+# Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# --- Pagination index -----------------------------------------------------------------------
+# The backend by short name or dotted path; the table it mirrors (a BaseSource) by dotted path.
+PAGINATION_INDEX_BACKENDS = {
+    "relational": "pagination_index.backends.relational.RelationalIndex",
+    "redis": "pagination_index.backends.redis.RedisIndex",
+    "dynamodb": "pagination_index.backends.dynamodb.DynamoDBIndex",
+}
+_index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
+PAGINATION_INDEX = {
+    "BACKEND": PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend),
+    "OPTIONS": {},
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["relational"]:
+    # Counted blocks: entries per level-0 block and blocks per upper block, each kept within half
+    # to twice the target.
+    PAGINATION_INDEX["OPTIONS"] = {
+        "BLOCK_SIZE": int(os.environ.get("PAGINATION_INDEX_BLOCK_SIZE", "1024")),
+        "FANOUT": int(os.environ.get("PAGINATION_INDEX_FANOUT", "64")),
+    }
+# PAGINATION_INDEX_BACKEND=redis: one sorted set per group, in a Redis database of the index's own
+# (docs/backends-redis.md): by default REDIS_URL's server with the next database number (cache on
+# /0, index on /1), since a cache's clear() is FLUSHDB; the system check pagination_index.E009
+# refuses any cache on the index's database. A redis+cluster:// URL, or
+# PAGINATION_INDEX_REDIS_CLUSTER=1, means a Redis Cluster (a node's address; the client finds the
+# rest). Short timeouts: a dead Redis must turn into a quick 503, not a hung page. One immediate
+# retry: a pooled connection that went stale in a Redis restart reconnects at once (on a cluster,
+# the retry re-reads the slot map after a failover).
+PAGINATION_INDEX_REDIS_URL = os.environ.get("PAGINATION_INDEX_REDIS_URL") or next_database(REDIS_URL)
+PAGINATION_INDEX_REDIS = {  # RedisIndex OPTIONS
+    "LOCATION": PAGINATION_INDEX_REDIS_URL,
+    "CLUSTER": env_bool("PAGINATION_INDEX_REDIS_CLUSTER"),
+    "KEY_PREFIX": os.environ.get("PAGINATION_INDEX_KEY_PREFIX", "pidx:"),
+    "SOCKET_CONNECT_TIMEOUT": float(os.environ.get("PAGINATION_INDEX_REDIS_CONNECT_TIMEOUT", "0.5")),
+    "SOCKET_TIMEOUT": float(os.environ.get("PAGINATION_INDEX_REDIS_TIMEOUT", "1")),
+    "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
+    PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_REDIS)
+# PAGINATION_INDEX_BACKEND=dynamodb: the index in a DynamoDB table of its own (docs/backends-dynamodb.md),
+# by default on the comments table's endpoint, named after it with "-pidx"; created on first write.
+# PAGE_SIZE: entries per page item (an item holds at most 400 KB; 20 entries are about 1.2 KB).
+PAGINATION_INDEX_DYNAMODB = {  # DynamoDBIndex OPTIONS
+    "ENDPOINT_URL": DYNAMODB["ENDPOINT_URL"],
+    "REGION": DYNAMODB["REGION"],
+    "TABLE": os.environ.get("PAGINATION_INDEX_DYNAMODB_TABLE", f"{DYNAMODB['TABLE']}-pidx"),
+    "PAGE_SIZE": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_PAGE_SIZE", "20")),
+    "CONNECT_TIMEOUT": DYNAMODB["CONNECT_TIMEOUT"],
+    "READ_TIMEOUT": DYNAMODB["READ_TIMEOUT"],
+    "MAX_ATTEMPTS": DYNAMODB["MAX_ATTEMPTS"],
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["dynamodb"]:
+    PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_DYNAMODB)
+# After an index call fails, pages fail fast (503) for this many seconds instead of each call
+# waiting out the store's timeouts again (0 disables).
+PAGINATION_INDEX_FAIL_FAST_SECONDS = float(os.environ.get("PAGINATION_INDEX_FAIL_FAST_SECONDS", "2"))
+PAGINATION_INDEX_SOURCE = {
+    "BACKEND": os.environ.get("PAGINATION_INDEX_SOURCE", "comments.table.source.CommentsTableSource"),
+    "OPTIONS": {},
+}
+
+# Stream sync: seconds between polls when caught up, and how long a shard lease lasts unless
+# renewed (how soon a standby sync_index takes over).
+SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+
+# --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
 COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
-# Pages 1..FAST_PAGES share one cached Query result for this many seconds (0 disables).
-COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
-
-# --- Posting comments -----------------------------------------------------------------------
 # At most this many comment posts per client per minute (0 turns the limit off), counted in the
 # default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
 COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
@@ -134,75 +214,43 @@ COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")
 # Request bodies over this many bytes are refused with a 413 page. A full comment of 5,000 emoji
 # is about 61 KB form-encoded.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", str(128 * 1024)))
-CSRF_FAILURE_VIEW = "shop.errors.csrf_failure"
-# CACHE_BACKEND=redis puts Django's cache (fast windows, post counts) in Redis at REDIS_URL.
-if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
-    CACHES = {
-        "default": {
-            "BACKEND": "django_redis.cache.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
-        },
-    }
-
-# --- Rating filters, cursors and the comments API (issue 9) ------------------------------------
-# The byRating GSI (PK2R = "<SKU>/<rating>", SK) serves filtered pages; one index group per partition.
-DYNAMODB["RATING_GSI"] = "byRating"
 # API page size: default and upper bound of ?limit=.
 COMMENTS_API_DEFAULT_LIMIT = 20
 COMMENTS_API_MAX_LIMIT = 100
+# URLs per sitemap file (the sitemaps protocol allows at most 50,000).
+SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
 
-# --- Pagination index -----------------------------------------------------------------------
-PAGINATION_INDEX_BACKENDS = {
-    "relational": "pagination_index.backends.relational.RelationalIndex",
-}
-_index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
-PAGINATION_INDEX = {
-    "BACKEND": PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend),
-    "OPTIONS": {},
-}
-SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
-
-# --- Stream sync (issue 5) ------------------------------------------------------------------
-# A shard lease lasts this long unless renewed: how soon a standby sync_index takes over.
-SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
-
-# --- Redis index backend ----------------------------------------------------------------------
-# PAGINATION_INDEX_BACKEND=redis: one sorted set per product in REDIS_URL, reached through this
-# django-redis cache alias. Short timeouts: a dead Redis must turn into a quick 503, not a hung page.
-# One immediate retry: a pooled connection that went stale in a Redis restart reconnects at once.
-from redis.backoff import NoBackoff  # noqa: E402  (kept with the block it configures)
-from redis.retry import Retry  # noqa: E402
-
-PAGINATION_INDEX_BACKENDS["redis"] = "pagination_index.backends.redis.RedisIndex"
-CACHES["index"] = {
-    "BACKEND": "django_redis.cache.RedisCache",
-    "LOCATION": REDIS_URL,
-    "OPTIONS": {
-        "SOCKET_CONNECT_TIMEOUT": 0.5,
-        "SOCKET_TIMEOUT": 1,
-        "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
-    },
-}
-PAGINATION_INDEX["BACKEND"] = PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend)
-if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
-    PAGINATION_INDEX["OPTIONS"] = {
-        "CACHE": "index",
-        "KEY_PREFIX": os.environ.get("PAGINATION_INDEX_KEY_PREFIX", "pidx:"),
+# --- Caching --------------------------------------------------------------------------------
+# Django's cache holds the fast windows, rendered pages and post counts: per process (locmem), or
+# shared by every process with CACHE_BACKEND=redis.
+if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
+    _default_cache = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
     }
+else:
+    _default_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shop"}
+# Never on the Redis index's database (PAGINATION_INDEX_REDIS_URL): a cache's clear() is FLUSHDB.
+CACHES = {"default": _default_cache}
+# Pages 1..FAST_PAGES share one Query result, and their counts, for this many seconds (0 disables).
+COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
+# Product pages' rendered HTML is kept for this many seconds, keyed by a digest of everything it
+# shows (never stale; 0 renders every request).
+COMMENTS_RENDERED_CACHE_SECONDS = int(os.environ.get("COMMENTS_RENDERED_CACHE_SECONDS", "60"))
+# Public 200s are kept per process for this many seconds and replayed to cookie-less GETs of the same
+# URL (shop.middleware.MicroCacheMiddleware); 0 turns it off. At most this many URLs are kept.
+RESPONSE_MICRO_CACHE_SECONDS = float(os.environ.get("RESPONSE_MICRO_CACHE_SECONDS", "1"))
+RESPONSE_MICRO_CACHE_ENTRIES = int(os.environ.get("RESPONSE_MICRO_CACHE_ENTRIES", "256"))
+# Product pages' Cache-Control max-age in seconds (public for cookie-less visitors, else private).
+COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
 
-# --- Relational index: counted blocks (README, "The relational index at any depth") ----------------
-# Entries per level 0 block and blocks per upper block; each kept within half to twice the target.
-if PAGINATION_INDEX["BACKEND"] == "pagination_index.backends.relational.RelationalIndex":
-    PAGINATION_INDEX["OPTIONS"].update(
-        BLOCK_SIZE=int(os.environ.get("PAGINATION_INDEX_BLOCK_SIZE", "1024")),
-        FANOUT=int(os.environ.get("PAGINATION_INDEX_FANOUT", "64")),
-    )
-
-# --- Production: static files, HTTPS, security headers, logging ------------------------------
-# Static files are served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build)
-# under content-hashed names, so they can be cached forever.
-STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", STATIC_ROOT))
+# --- Static files ---------------------------------------------------------------------------
+# Served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build) under
+# content-hashed names, so they can be cached forever.
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", BASE_DIR / "staticfiles"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -213,8 +261,10 @@ STORAGES = {
         ),
     },
 }
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
+# --- Security -------------------------------------------------------------------------------
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+CSRF_FAILURE_VIEW = "shop.errors.csrf_failure"
 # DJANGO_HTTPS=1: the site is served over HTTPS, usually behind a proxy or load balancer that ends TLS
 # and sets X-Forwarded-Proto (it must overwrite any such header from the client).
 HTTPS = env_bool("DJANGO_HTTPS")
@@ -242,8 +292,9 @@ CONTENT_SECURITY_POLICY = os.environ.get(
     "object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
 )
 
-# Logging: one structured line per request (shop.middleware) and per stream batch
-# (pagination_index.stream); JSON objects when LOG_FORMAT=json, else readable key=value lines.
+# --- Logging --------------------------------------------------------------------------------
+# One structured line per request (shop.middleware) and per stream batch (pagination_index.stream);
+# JSON objects when LOG_FORMAT=json, else readable key=value lines.
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
 LOGGING = {
     "version": 1,
@@ -262,22 +313,11 @@ LOGGING = {
     "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
 }
 
-# --- Operations: health checks and /ops/ --------------------------------------------------------
+# --- Operations -----------------------------------------------------------------------------
+# A dependency that is down (DynamoDB, the index) is answered 503 with this Retry-After.
+RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
 # sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
 LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
 # /ops/ counts the table for at most this many products (one COUNT Query each).
 OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
-
-# --- Search engines and HTTP caching (issue 7) ----------------------------------------------
-# Product pages: Cache-Control max-age in seconds (public for cookie-less visitors, else private).
-COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
-# URLs per sitemap file (the sitemaps protocol allows at most 50,000).
-SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
-# The sitemaps framework's templates; the site's domain is the request's host (no sites framework).
-INSTALLED_APPS += ["django.contrib.sitemaps"]
-
-# --- Request path under load (issue 10) -------------------------------------------------------
-# Product pages' rendered HTML is kept in the default cache for this many seconds, keyed by a digest
-# of everything it shows (never stale; 0 renders every request).
-COMMENTS_RENDERED_CACHE_SECONDS = int(os.environ.get("COMMENTS_RENDERED_CACHE_SECONDS", "60"))

@@ -4,8 +4,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from comments.selectors import product_comment_counts
-from comments.views import service_unavailable
-from pagination_index import IndexUnavailable
 from shop.models import Product
 from shop.sitemaps import SITEMAPS
 
@@ -43,16 +41,10 @@ def robots_txt(request):
 
 @require_safe
 def sitemap_index(request):
-    try:
-        return sitemap_views.index(request, SITEMAPS, sitemap_url_name="sitemap-section").render()
-    except IndexUnavailable:
-        return service_unavailable(request, "the comment index")
+    return sitemap_views.index(request, SITEMAPS, sitemap_url_name="sitemap-section").render()
 
 
 @require_safe
 def sitemap_section(request, section):
-    try:
-        # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
-        return sitemap_views.sitemap(request, SITEMAPS, section=section, template_name="sitemaps/urlset.xml").render()
-    except IndexUnavailable:
-        return service_unavailable(request, "the comment index")
+    # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
+    return sitemap_views.sitemap(request, SITEMAPS, section=section, template_name="sitemaps/urlset.xml").render()

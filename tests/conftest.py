@@ -3,12 +3,13 @@ or module, and seeding helpers. Under CI=true a missing service fails the run in
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
 from django.test import override_settings
 
-from comments.schema import create_tables, delete_tables
+from comments.table.schema import create_tables, delete_tables
 from pagination_index import reset_index
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 
@@ -73,8 +74,10 @@ def _fresh_index_handler():
 
 @pytest.fixture(autouse=True)
 def _no_fast_cache(settings):
-    """Tests write to DynamoDB and read straight back: no cached fast-path windows between them."""
+    """Tests write to DynamoDB and read straight back: no cached fast-path windows between them;
+    and a store that comes back is used at once (tests/shop/test_unavailable.py tests failing fast)."""
     settings.COMMENTS_FAST_CACHE_SECONDS = 0
+    settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0
 
 
 @pytest.fixture(scope="session")
@@ -160,17 +163,72 @@ def redis_url():
     return TEST_REDIS_URL
 
 
-@pytest.fixture
-def redis_index_options(redis_url):
-    """RedisIndex OPTIONS with a key prefix of this test's own; its keys are deleted afterwards."""
+def _own_prefix_options(location: str):
+    """RedisIndex OPTIONS (as settings make them) at `location`, with a key prefix of this test's own;
+    its keys are deleted afterwards."""
+    from django.conf import settings
+
     from pagination_index.backends.redis import RedisIndex
 
-    options = {"CACHE": "index", "KEY_PREFIX": f"test-pidx:{os.getpid()}:{uuid.uuid4().hex[:10]}:"}
+    options = dict(settings.PAGINATION_INDEX_REDIS, LOCATION=location,
+                   KEY_PREFIX=f"test-pidx:{os.getpid()}:{uuid.uuid4().hex[:10]}:")
     yield options
-    RedisIndex(options).clear()
+    index = RedisIndex(options)
+    index.clear()
+    index.close()
 
 
-INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis"]
+@pytest.fixture
+def redis_index_options(redis_url):
+    """On the machine's Redis, in the index's own database (PAGINATION_INDEX_REDIS_URL's default)."""
+    from django.conf import settings
+
+    yield from _own_prefix_options(settings.PAGINATION_INDEX_REDIS["LOCATION"])
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A redis-server of the test's own on a free port, which the test may stop, start or flush."""
+    from tests.services import RedisServer
+
+    if not shutil.which("redis-server"):
+        service_missing("redis-server is not installed (Debian: apt-get install redis-server)")
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """A Redis Cluster of the run's own (3 primaries, 3 replicas) from Debian's redis-server."""
+    from tests.services import RedisClusterServers
+
+    if not (shutil.which("redis-server") and shutil.which("redis-cli")):
+        service_missing("redis-server and redis-cli are not installed (Debian: apt-get install redis-server)")
+    servers = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster")).start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
+def redis_cluster_index_options(redis_cluster):
+    yield from _own_prefix_options(redis_cluster.url)
+
+
+@pytest.fixture
+def dynamodb_index_options(dynamodb_settings):
+    """A fresh index table of its own on DynamoDB Local, deleted afterwards."""
+    from pagination_index.backends.dynamodb import DynamoDBIndex
+
+    options = {"ENDPOINT_URL": dynamodb_settings["ENDPOINT_URL"], "TABLE": f"pidx-{uuid.uuid4().hex[:12]}", "PAGE_SIZE": 3}
+    index = DynamoDBIndex(options)
+    index.create_table()
+    yield options
+    index.delete_table()
+    index.close()
+
+
+INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb"]
 
 
 @pytest.fixture(params=INDEX_BACKENDS)
@@ -182,6 +240,10 @@ def index_backend(request, settings):
         options = {}
     elif name == "relational-postgres":
         options = {"DATABASE": request.getfixturevalue("postgres_database")}
+    elif name == "redis-cluster":
+        options = request.getfixturevalue("redis_cluster_index_options")
+    elif name == "dynamodb":
+        options = request.getfixturevalue("dynamodb_index_options")
     else:
         options = request.getfixturevalue("redis_index_options")
     backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]

@@ -11,16 +11,20 @@ from stack.dynamodb_local import free_port
 
 
 class RedisServer:
-    """A redis-server of this test's own, on a free port, its dump file in a temporary folder."""
+    """A redis-server of this test's own, on a free port, its dump file in a temporary folder.
+    `durable`: an append-only file synced on every write, so a kill -9 loses nothing acknowledged
+    (what a Redis holding the index needs: docs/operations.md)."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, *, durable: bool = False):
         self.folder = folder
         self.port = free_port()
+        self.durable = durable
         self.process = None
 
     def start(self) -> "RedisServer":
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else ["--appendonly", "no"]
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", *persistence,
              "--dir", str(self.folder), "--dbfilename", "dump.rdb", "--logfile", "redis.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
@@ -42,3 +46,111 @@ class RedisServer:
         if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+
+class RedisClusterServers:
+    """A Redis Cluster of this run's own: `masters` primaries with `replicas` replicas each, one
+    redis-server per node on free ports, joined by `redis-cli --cluster create`.
+
+    Replicas never fail over by themselves (a test promotes one with CLUSTER FAILOVER TAKEOVER, so
+    it sees the cluster with a slot range lost first), and the nodes keep serving the slots they
+    have while another range is down (cluster-require-full-coverage no)."""
+
+    def __init__(self, folder, masters: int = 3, replicas: int = 1):
+        self.folder = folder
+        self.masters = masters
+        self.ports = [free_port() for _ in range(masters * (1 + replicas))]
+        self.bus_ports = {port: free_port() for port in self.ports}
+        self.replicas = replicas
+        self.processes: dict[int, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.ports[0]}/0"
+
+    def start_node(self, port: int) -> None:
+        folder = self.folder / str(port)
+        folder.mkdir(exist_ok=True)
+        self.processes[port] = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+             "--dir", str(folder), "--logfile", "redis.log", "--cluster-enabled", "yes",
+             "--cluster-port", str(self.bus_ports[port]),  # else port + 10000, which may be taken or too high
+             "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+             "--cluster-require-full-coverage", "no", "--cluster-replica-no-failover", "yes"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=port, socket_connect_timeout=0.5)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server (cluster node) did not start on port {port}")
+
+    def start(self) -> "RedisClusterServers":
+        try:
+            for port in self.ports:
+                self.start_node(port)
+            subprocess.run(
+                ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
+                 "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                check=True, capture_output=True, timeout=60,
+            )
+            self.wait_until_ok()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=2)
+
+    def live_ports(self) -> list[int]:
+        return [port for port, process in self.processes.items() if process.poll() is None]
+
+    def wait_until_ok(self, seconds: float = 30) -> None:
+        """Until every live node says cluster_state:ok and agrees on one slot map."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                states = [self.node(port).cluster("info")["cluster_state"] for port in self.live_ports()]
+                maps = {self._slot_owners(port) for port in self.live_ports()}
+                if set(states) == {"ok"} and len(maps) == 1:
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
+
+    def _slot_owners(self, port: int) -> tuple:
+        """(start, end, primary's port) of every slot range, as the node on `port` sees them."""
+        return tuple(sorted((start, end, primary[1]) for start, end, primary, *_ in
+                            self.node(port).execute_command("CLUSTER SLOTS")))
+
+    def primary_port_of(self, key: str) -> int:
+        """The port of the primary serving `key`'s slot, as the nodes see it now."""
+        port = self.live_ports()[0]
+        slot = self.node(port).cluster("keyslot", key)
+        for start, end, primary_port in self._slot_owners(port):
+            if start <= slot <= end:
+                return primary_port
+        raise LookupError(slot)
+
+    def replica_port_of(self, primary_port: int) -> int:
+        for port in self.live_ports():
+            info = self.node(port).info("replication")
+            if info["role"] == "slave" and info["master_port"] == primary_port:
+                return port
+        raise LookupError(primary_port)
+
+    def kill(self, port: int) -> None:
+        process = self.processes[port]
+        process.kill()
+        process.wait(10)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)

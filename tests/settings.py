@@ -10,3 +10,7 @@ from shop.settings import *  # noqa: E402,F401,F403
 # WhiteNoise serves straight from the apps' static folders; there is no collected STATIC_ROOT here.
 STATIC_ROOT = None
 WHITENOISE_USE_FINDERS = True
+
+# Tests read pages right after changing data: the one-second micro-cache would show them the page
+# from before. tests/shop/test_micro_cache.py turns it on.
+RESPONSE_MICRO_CACHE_SECONDS = 0

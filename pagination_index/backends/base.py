@@ -7,7 +7,7 @@ NotImplementedError, the rest have slow-but-correct defaults that backends overr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -78,6 +78,12 @@ def net_ops(ops: Iterable[Op]) -> tuple[dict[str, list[Entry]], dict[str, list[R
     return adds, removes
 
 
+def chunked(items: Sequence, size: int) -> Iterator[Sequence]:
+    """Consecutive slices of at most `size` items (commands and statements have size limits)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     """Entries in index order: sort_key descending, then member descending."""
     return sorted(entries, key=lambda entry: (entry[1], entry[0]), reverse=True)
@@ -92,6 +98,22 @@ def is_newer(entry: Entry, sort_key: str, member: str | None = None) -> bool:
 
 
 class BaseIndex:
+    """What every backend offers. Beside the operations, a backend may declare capabilities, each
+    with a default here so a reader sees in one place what any backend can do:
+
+    - `database_alias`: the Django database whose transaction covers the backend's writes, or None.
+      Stream checkpoints are written in that transaction when there is one (a batch and its
+      checkpoint commit together), else in the default database just after the write.
+    - `check_integrity(group)` / `repair_group(group)`: invariants of the backend's own derived
+      structures (counts, blocks, files), and rebuilding them from the group's own entries.
+    - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
+      Cluster that lost one primary). Request handling then does not fail every call fast after
+      one failure, so the groups still served keep answering.
+    """
+
+    database_alias: str | None = None
+    partial_failures: bool = False
+
     def __init__(self, options: dict | None = None):
         self.options = dict(options or {})
 
@@ -173,6 +195,14 @@ class BaseIndex:
 
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
+
+    # --- capabilities (see the class docstring) -------------------------------------------------
+    def check_integrity(self, group: str) -> list[str]:
+        """What is wrong with the backend's own structures for a group (verify_index reports it)."""
+        return []
+
+    def repair_group(self, group: str) -> None:
+        """Rebuild what check_integrity checks from the group's own entries."""
 
 
 class NetWriteIndex(BaseIndex):

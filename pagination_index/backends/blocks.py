@@ -17,6 +17,7 @@ the columns' collation exactly as ORDER BY does. Callers hold the group's row lo
 """
 from __future__ import annotations
 
+import json
 from math import ceil
 
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
@@ -272,8 +273,15 @@ class BlockTree:
         the blocks, then split or merge the blocks that left their size bounds. Returns the levels."""
         suspects: set[Key] = set()
         for start in range(0, len(changes), LOOKUP_CHUNK):
-            touched = self._count_changes(changes[start : start + LOOKUP_CHUNK])
-            suspects |= {floor for level, floor, count in touched if level == 0 and not self._fits(count, 0)}
+            suspects |= self.misfits(self._count_changes(changes[start : start + LOOKUP_CHUNK]))
+        return self.settle(suspects)
+
+    def misfits(self, touched: list[tuple[int, Key, int]]) -> set[Key]:
+        """Floors of the level 0 blocks among `touched` (level, floor, count) that left their bounds."""
+        return {floor for level, floor, count in touched if level == 0 and not self._fits(count, 0)}
+
+    def settle(self, suspects: set[Key]) -> int:
+        """Split or merge the blocks at these floors (and their parents as needed). Returns the levels."""
         if suspects:
             for level in range(self.levels):
                 suspects = self._rebalance(level, suspects)
@@ -425,3 +433,35 @@ class BlockTree:
         where, params = self._between("floor_sort_key, floor_member", lo, hi)
         sql = f"SELECT COALESCE(SUM(count), 0) FROM {self.blocks} WHERE group_id = %s AND level = %s{where}"
         return int(self._rows(sql, [self.group_id, level - 1, *params])[0][0])
+
+
+def json_rows(columns: tuple[str, ...], rows) -> str:
+    """Rows as one JSON parameter for PostgreSQL's json_to_recordset(). Django binds parameters on
+    the client, and psycopg quotes an array parameter element by element in Python
+    (docs/benchmarks-relational-writes.md); json.dumps is C, and so is the server's JSON parser."""
+    return json.dumps([dict(zip(columns, row)) for row in rows])
+
+
+def count_changes_across(connection, changes: list[tuple[int, int, Key, int]]) -> list[tuple[int, int, Key, int]]:
+    """PostgreSQL: count the changes of many groups, (group id, level, key, delta) for every level
+    of the key's group, into their blocks in one statement; return (group id, level, floor, new
+    count) of each block changed. (The levels are listed here rather than joined from
+    generate_series(): the planner guesses 1,000 rows for that, and costs the statement high enough
+    to JIT-compile it, which takes longer than running it.)"""
+    blocks = connection.ops.quote_name(IndexBlock._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {blocks} SET count = {blocks}.count + changed.delta FROM ("
+            f" SELECT (SELECT b.id FROM {blocks} b WHERE b.group_id = k.group_id AND b.level = k.level"
+            f" AND (b.floor_sort_key, b.floor_member) <= (k.sort_key, k.member)"
+            f" ORDER BY b.floor_sort_key DESC, b.floor_member DESC LIMIT 1) AS block_id, SUM(k.delta) AS delta"
+            f" FROM json_to_recordset(%s::json) AS k(group_id bigint, level int, sort_key text, member text, delta int)"
+            f" GROUP BY 1) AS changed"
+            f" WHERE {blocks}.id = changed.block_id AND changed.delta <> 0"
+            f" RETURNING {blocks}.group_id, {blocks}.level, {blocks}.floor_sort_key, {blocks}.floor_member,"
+            f" {blocks}.count",
+            [json_rows(("group_id", "level", "sort_key", "member", "delta"),
+                       ((group_id, level, *key, delta) for group_id, level, key, delta in changes))],
+        )
+        return [(group_id, level, (sort_key, member), count)
+                for group_id, level, sort_key, member, count in cursor.fetchall()]

@@ -1,33 +1,33 @@
-"""The Redis backend: one sorted set per group (DESIGN.md, "Backends").
+"""The Redis backend: one sorted set per group, on one Redis or a Redis Cluster (docs/backends-redis.md).
 
 Member = the comment's PK; score = its SK as integer microseconds since the epoch, exact in a double
 for the years 1685..2255, so members with equal scores are ordered by member bytes, exactly as the
 index orders ties. `at()` is one ZREVRANGE, `count()` one ZCARD.
 
-Keys, all under the configured prefix (default "pidx:"), so the index never touches cache keys:
-    <prefix>g:<group>    the group's sorted set (Redis deletes it when it becomes empty)
-    <prefix>groups       every group name that may have a sorted set (see groups())
-    <prefix>tmp:<uuid>   a group being rebuilt by replace(), swapped in with RENAME
+Keys, all under the configured prefix (default "pidx:"), so the index never touches other keys. A
+group's "family" is its name up to the first "/" (the product: "SKU" and its rating groups "SKU/4"),
+and it is the key's hash tag, so a family's keys share one cluster hash slot:
+    <prefix>{<family>}<rest>            the group's sorted set (Redis deletes it when it empties)
+    <prefix>tmp:{<family>}<rest>:<uuid> a group being rebuilt by replace(), swapped in with RENAME
 
-Every write is one MULTI/EXEC transaction, so a reader sees a batch whole or not at all. Plain
-Redis (one primary) only: the multi-key transactions need every key on one node.
+Every write is a MULTI/EXEC transaction per hash slot: on one Redis, one transaction for a whole
+batch; on a cluster, one per product, since a transaction cannot span slots. groups() is a SCAN of
+every primary, so no key is shared between products.
 """
 from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timedelta, timezone
 from typing import Iterable, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from redis.exceptions import RedisError
+from redis.crc import key_slot
+from redis.exceptions import RedisClusterException, RedisError
 
-from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal
+from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked
+from pagination_index.sortkeys import micros_sort_key, sort_key_micros
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-MICROSECOND = timedelta(microseconds=1)
-SORT_KEY = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{6})Z")
 # Integers up to 2**53 are exact in the double Redis keeps as the score.
 MAX_EXACT_SCORE = 2**53
 # Members per ZADD/ZREM command, and commands sent per round trip while filling a temporary key.
@@ -51,28 +51,24 @@ end
 return removed
 """
 
-# Removes a name from the registry only if its group is (still) empty, atomically.
-PRUNE_IF_EMPTY = "if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('SREM', KEYS[2], ARGV[1]) end return 0"
+# replace()'s swap: UNLINK frees a big old set in the background, not inside the swap; RENAME carries
+# the temporary key's expiry over, so PERSIST drops it.
+SWAP_IN = "redis.call('UNLINK', KEYS[2]) redis.call('RENAME', KEYS[1], KEYS[2]) return redis.call('PERSIST', KEYS[2])"
+
+# What a lost node, a cluster without a slot's owner or a refused connection raise: all an IndexUnavailable.
+FAILURES = (RedisError, RedisClusterException)
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# django-redis connection options that mean the same to a cluster client.
+CLUSTER_KWARGS = {"SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout", "SOCKET_TIMEOUT": "socket_timeout",
+                  "USERNAME": "username", "PASSWORD": "password"}
 
 
 def sort_key_score(sort_key: str) -> int:
-    """'2021-08-25T13:00:00.123456Z' -> microseconds since the epoch (ValueError if not that form)."""
-    match = SORT_KEY.fullmatch(sort_key)
-    if not match:
-        raise ValueError(f"sort key {sort_key!r} is not of the form YYYY-MM-DDTHH:MM:SS.ffffffZ")
-    score = (datetime(*map(int, match.groups()), tzinfo=timezone.utc) - EPOCH) // MICROSECOND
+    """A sort key as its Redis score (ValueError if not a sort key, or outside the exact range)."""
+    score = sort_key_micros(sort_key)
     if abs(score) > MAX_EXACT_SCORE:
         raise ValueError(f"sort key {sort_key!r} is outside the years a Redis score holds exactly")
     return score
-
-
-def score_sort_key(score: float | int) -> str:
-    """The inverse of sort_key_score: the exact SK string back from a score."""
-    moment = EPOCH + timedelta(microseconds=int(score))
-    return (
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
-        f"{moment.second:02d}.{moment.microsecond:06d}Z"
-    )
 
 
 def _text(value: bytes | str) -> str:
@@ -83,137 +79,196 @@ def _bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
 
 
-def _chunks(items: list, size: int = CHUNK):
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def cluster_location(location: str, cluster: bool = False) -> tuple[str, bool]:
+    """(the plain redis:// URL, whether it names a cluster): a redis+cluster:// URL names one."""
+    parts = urlsplit(location)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[parts.scheme])), True
+    return location, cluster
+
+
+def connect(options: dict):
+    """A client for OPTIONS: redis-py's RedisCluster for a cluster (django-redis has no cluster mode),
+    else django-redis's connection factory (its pools, parser and options), never a cache API, whose
+    clear() would FLUSHDB the index."""
+    location, cluster = cluster_location(options["LOCATION"], options.get("CLUSTER", False))
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        kwargs = {name: options[key] for key, name in CLUSTER_KWARGS.items() if options.get(key)}
+        # Slots still served keep answering while another range has no owner (a 503 for those only).
+        return RedisCluster.from_url(location, require_full_coverage=False, **kwargs,
+                                     **options.get("CONNECTION_POOL_KWARGS", {}))
+    from django_redis.pool import get_connection_factory
+
+    return get_connection_factory(options=options).connect(location)
+
+
+def redis_database(location: str) -> tuple:
+    """What names one Redis database, whatever the URL's spelling: (host, port, db) or (socket, db)."""
+    parts = urlsplit(cluster_location(location)[0])
+    query = dict(pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
+    if parts.scheme == "unix":
+        return (parts.path, int(query.get("db", 0)))
+    path = parts.path.strip("/")
+    database = int(query.get("db") or (path if path.isdigit() else 0))
+    return ((parts.hostname or "localhost").lower(), parts.port or 6379, database)
+
+
+def group_of_key(key: str, prefix: str) -> str:
+    """The group a group key holds (the inverse of RedisIndex.key): the family has no "/", so the
+    hash tag's closing brace is the character before the first "/", or the last one."""
+    body = key[len(prefix) + 1 :]
+    end = body.find("/")
+    end = len(body) if end < 0 else end
+    return body[: end - 1] + body[end:]
 
 
 class RedisIndex(NetWriteIndex):
-    """OPTIONS: CACHE (the CACHES alias of a django-redis cache, default "index") and KEY_PREFIX."""
+    """OPTIONS: LOCATION (redis://, rediss:// or unix:// URL; redis+cluster:// or rediss+cluster://
+    for a Redis Cluster), CLUSTER (True: LOCATION is a node of a cluster), KEY_PREFIX, and
+    django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS,
+    PASSWORD, ...), which a cluster client takes too."""
 
     def __init__(self, options=None):
         super().__init__(options)
-        self.alias = self.options.get("CACHE", "index")
         self.prefix = self.options.get("KEY_PREFIX", "pidx:")
-        if self.alias not in settings.CACHES:
-            raise ImproperlyConfigured(f"RedisIndex: no CACHES[{self.alias!r}] (a django_redis.cache.RedisCache)")
+        if not self.options.get("LOCATION"):
+            raise ImproperlyConfigured("RedisIndex: OPTIONS['LOCATION'] must be a Redis URL (PAGINATION_INDEX_REDIS_URL)")
         if not self.prefix:
             raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not be empty (it keeps index keys apart)")
-        self.registry = f"{self.prefix}groups"
+        if "{" in self.prefix or "}" in self.prefix:
+            raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not contain braces (the keys' hash tag follows it)")
+        self.cluster = cluster_location(self.options["LOCATION"], self.options.get("CLUSTER", False))[1]
         self._client = None
-        self._script = None
 
     @property
-    def _zrem_if_score(self):
-        if self._script is None:
-            self._script = self.client.register_script(ZREM_IF_SCORE)
-        return self._script
+    def partial_failures(self) -> bool:
+        """A cluster that lost a primary still serves every other primary's slots."""
+        return self.cluster
 
     @property
     def client(self):
         if self._client is None:
-            from django_redis import get_redis_connection
-
-            self._client = get_redis_connection(self.alias)
+            try:
+                self._client = connect(self.options)
+            except FAILURES as exc:  # a cluster client asks a node for the slot map at once
+                raise IndexUnavailable(f"redis index: {exc}") from exc
         return self._client
 
     def key(self, group: str) -> str:
-        return f"{self.prefix}g:{group}"
+        family, slash, rest = group.partition("/")
+        return f"{self.prefix}{{{family}}}{slash}{rest}"
+
+    def _by_slot(self, groups: Iterable[str]) -> list[list[str]]:
+        """The groups in batches that one MULTI/EXEC may cover: all of them on one Redis; on a
+        cluster, those whose keys share a hash slot (a product and its rating groups)."""
+        groups = list(groups)
+        if not self.cluster:
+            return [groups] if groups else []
+        batches: dict[int, list[str]] = {}
+        for group in groups:
+            batches.setdefault(key_slot(self.key(group).encode()), []).append(group)
+        return list(batches.values())
 
     # --- writes -------------------------------------------------------------------------------
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
-        """Every add and remove, across groups, in one MULTI/EXEC (conditional removes as a script
-        inside it, so they see the set as the transaction leaves it)."""
+        """Every add and remove in one MULTI/EXEC per hash slot (conditional removes as a script
+        inside it, so they see the set as the transaction leaves it). On a cluster a batch that
+        fails half-way may have committed some products: the stream re-applies the whole batch,
+        which is idempotent."""
         scored = {group: {member: sort_key_score(sort_key) for member, sort_key in entries}
                   for group, entries in adds.items() if entries}
         removes = {group: removals for group, removals in removes.items() if removals}
-        if not scored and not removes:
-            return
         try:
-            with self.client.pipeline(transaction=True) as pipe:
-                for group, removals in removes.items():
-                    always = [member for member, sort_key in removals if sort_key is None]
-                    for chunk in _chunks(always):
-                        pipe.zrem(self.key(group), *chunk)
-                    matching = [arg for member, sort_key in removals if sort_key is not None
-                                for arg in (member, sort_key_score(sort_key))]
-                    for chunk in _chunks(matching, 2 * CHUNK):
-                        self._zrem_if_score(keys=[self.key(group)], args=chunk, client=pipe)
-                for group, mapping in scored.items():
-                    for chunk in _chunks(list(mapping.items())):
-                        pipe.zadd(self.key(group), dict(chunk))
-                if scored:
-                    pipe.sadd(self.registry, *scored)
-                pipe.execute()
-        except RedisError as exc:
+            for batch in self._by_slot(set(scored) | set(removes)):
+                with self.client.pipeline(transaction=True) as pipe:
+                    for group in batch:
+                        self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
+                    pipe.execute()
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
 
+    def _queue_writes(self, pipe, group: str, removals: list[Removal], mapping: dict[str, int]) -> None:
+        key = self.key(group)
+        always = [member for member, sort_key in removals if sort_key is None]
+        for chunk in chunked(always, CHUNK):
+            pipe.zrem(key, *chunk)
+        matching = [arg for member, sort_key in removals if sort_key is not None
+                    for arg in (member, sort_key_score(sort_key))]
+        for chunk in chunked(matching, 2 * CHUNK):
+            pipe.execute_command("EVAL", ZREM_IF_SCORE, 1, key, *chunk)  # ClusterPipeline has no eval()
+        for chunk in chunked(list(mapping.items()), CHUNK):
+            pipe.zadd(key, dict(chunk))
+
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        """Build the new set under a temporary key, then swap it in with RENAME in one transaction."""
+        """Build the new set under a temporary key in the group's slot, then swap it in with RENAME
+        in one script (atomic like MULTI/EXEC; a cluster pipeline refuses RENAME)."""
         scored = {member: sort_key_score(sort_key) for member, sort_key in entries}
         key = self.key(group)
-        temp = f"{self.prefix}tmp:{uuid.uuid4().hex}"
+        temp = f"{self.prefix}tmp:{key[len(self.prefix):]}:{uuid.uuid4().hex}"
         try:
             if not scored:
                 self.client.unlink(key)
                 return
             with self.client.pipeline(transaction=False) as pipe:
-                for number, chunk in enumerate(_chunks(list(scored.items())), start=1):
+                for number, chunk in enumerate(chunked(list(scored.items()), CHUNK), start=1):
                     pipe.zadd(temp, dict(chunk))
                     if number == 1:
                         pipe.expire(temp, TEMP_KEY_SECONDS)
                     if number % COMMANDS_PER_ROUND_TRIP == 0:
                         pipe.execute()
                 pipe.execute()
-            with self.client.pipeline(transaction=True) as pipe:
-                pipe.unlink(key)  # frees a big old set in the background, not inside the swap
-                pipe.rename(temp, key)
-                pipe.persist(key)  # RENAME carries the temporary key's expiry over
-                pipe.sadd(self.registry, group)
-                pipe.execute()
-        except RedisError as exc:
+            self.client.eval(SWAP_IN, 2, temp, key)
+        except FAILURES as exc:
             self._discard(temp)
             raise IndexUnavailable(f"redis index: {exc}") from exc
 
     def _discard(self, temp: str) -> None:
         try:
             self.client.unlink(temp)
-        except RedisError:
+        except FAILURES:
             pass  # it expires by itself
+
+    def _scan(self, pattern: str) -> Iterable:
+        """Keys matching a glob, from every primary (scan_iter visits each node of a cluster)."""
+        return self.client.scan_iter(match=glob_escape(self.prefix) + pattern, count=1000)
 
     def clear(self) -> None:
         """Delete every key under this index's prefix, and nothing else."""
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", self.prefix) + "*"
         try:
-            batch = []
-            for key in self.client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-                if len(batch) >= 1000:
-                    self.client.unlink(*batch)
-                    batch = []
-            if batch:
-                self.client.unlink(*batch)
-        except RedisError as exc:
+            with self.client.pipeline(transaction=False) as pipe:
+                for number, key in enumerate(self._scan("*"), start=1):
+                    pipe.unlink(key)  # one key a command: a cluster routes each to its node
+                    if number % 1000 == 0:
+                        pipe.execute()
+                pipe.execute()
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
 
     # --- reads --------------------------------------------------------------------------------
     def count(self, group: str) -> int:
         try:
             return self.client.zcard(self.key(group))
-        except RedisError as exc:
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
-        """One round trip, one snapshot: the ZCARDs run inside MULTI/EXEC."""
+        """One round trip (one per node on a cluster). On one Redis the ZCARDs run inside MULTI/EXEC,
+        one snapshot; on a cluster each count is exact but products are counted node by node."""
         groups = list(groups)
         if not groups:
             return {}
         try:
-            with self.client.pipeline(transaction=True) as pipe:
+            with self.client.pipeline(transaction=not self.cluster) as pipe:
                 for group in groups:
                     pipe.zcard(self.key(group))
                 return dict(zip(groups, pipe.execute()))
-        except RedisError as exc:
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
 
     def at(self, group: str, rank: int) -> Entry | None:
@@ -226,9 +281,9 @@ class RedisIndex(NetWriteIndex):
             return []  # and never a negative index, which Redis counts from the end
         try:
             found = self.client.zrevrange(self.key(group), start, stop - 1, withscores=True)
-        except RedisError as exc:
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
-        return [(_text(member), score_sort_key(score)) for member, score in found]
+        return [(_text(member), micros_sort_key(score)) for member, score in found]
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         return self.count_newer_many([group], sort_key, member)[group]
@@ -236,29 +291,29 @@ class RedisIndex(NetWriteIndex):
     def count_newer_many(self, groups: Iterable[str], sort_key: str, member: str | None = None) -> dict[str, int]:
         """ZCOUNT of the greater scores; with a member, plus the members greater than it in the run of
         equal scores (Redis orders a run by member bytes, as the index orders ties; ZRANGEBYLEX is
-        undefined across scores, so the run is read: whole when short, which is one round trip for
-        every group together, else bisected by rank)."""
-        groups = list(groups)
+        undefined across scores, so the run is read: whole when short, which is one round trip per
+        hash slot, else bisected by rank)."""
         score = sort_key_score(sort_key)
         wanted = None if member is None else _bytes(member)
+        counts = {}
         try:
-            with self.client.pipeline(transaction=True) as pipe:
-                for group in groups:
-                    pipe.zcount(self.key(group), f"({score}", "+inf")
+            for batch in self._by_slot(groups):
+                with self.client.pipeline(transaction=True) as pipe:
+                    for group in batch:
+                        pipe.zcount(self.key(group), f"({score}", "+inf")
+                        if wanted is not None:
+                            pipe.zrevrangebyscore(self.key(group), score, score, start=0, num=TIE_FETCH + 1)
+                    replies = iter(pipe.execute())
+                for group in batch:
+                    newer = next(replies)
                     if wanted is not None:
-                        pipe.zrevrangebyscore(self.key(group), score, score, start=0, num=TIE_FETCH + 1)
-                replies = iter(pipe.execute())
-            counts = {}
-            for group in groups:
-                newer = next(replies)
-                if wanted is not None:
-                    run = [_bytes(name) for name in next(replies)]
-                    if len(run) <= TIE_FETCH:
-                        newer += sum(1 for name in run if name > wanted)
-                    else:
-                        newer += self._greater_in_run(group, newer, score, wanted)
-                counts[group] = newer
-        except RedisError as exc:
+                        run = [_bytes(name) for name in next(replies)]
+                        if len(run) <= TIE_FETCH:
+                            newer += sum(1 for name in run if name > wanted)
+                        else:
+                            newer += self._greater_in_run(group, newer, score, wanted)
+                    counts[group] = newer
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
         return counts
 
@@ -275,25 +330,17 @@ class RedisIndex(NetWriteIndex):
         return low
 
     def groups(self) -> list[str]:
-        """Every non-empty group. Each write that creates a group's set adds its name to the registry
-        in the same transaction, so the registry holds every group; names whose set has emptied
-        since are pruned here (atomically, in case a writer refills the group meanwhile)."""
+        """Every non-empty group: a SCAN of every primary for group keys (Redis deletes a sorted set
+        when it empties). O(keys in the database): for rebuilds, verification and operators."""
         try:
-            names = sorted(_text(name) for name in self.client.smembers(self.registry))
-            with self.client.pipeline(transaction=False) as pipe:
-                for name in names:
-                    pipe.exists(self.key(name))
-                present = pipe.execute()
-            empty = [name for name, exists in zip(names, present) if not exists]
-            if empty:
-                prune = self.client.register_script(PRUNE_IF_EMPTY)
-                with self.client.pipeline(transaction=False) as pipe:
-                    for name in empty:
-                        prune(keys=[self.key(name), self.registry], args=[name], client=pipe)
-                    pipe.execute()
-        except RedisError as exc:
+            names = {group_of_key(_text(key), self.prefix) for key in self._scan("{*")}
+        except FAILURES as exc:
             raise IndexUnavailable(f"redis index: {exc}") from exc
-        return [name for name, exists in zip(names, present) if exists]
+        return sorted(names)
 
     def close(self) -> None:
-        self._client = self._script = None  # the connection pool belongs to django-redis and outlives us
+        """A cluster client's connections are ours; a single node's pool belongs to django-redis's
+        connection factory and outlives us."""
+        if self.cluster and self._client is not None:
+            self._client.close()
+        self._client = None

@@ -7,6 +7,7 @@ OFFSET, which walks `rank` index entries, linear in depth.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from contextlib import nullcontext
 from typing import Iterable, NamedTuple, Sequence
 
@@ -14,25 +15,37 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal
-from pagination_index.backends.blocks import MIN, BlockTree, Key
+from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked
+from pagination_index.backends.blocks import MIN, BlockTree, Key, count_changes_across, json_rows
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
 Change = tuple[Key, int]  # ((sort_key, member), +1 added or -1 removed)
+GroupChange = tuple[str, Key, int]  # (group, (sort_key, member), +1 or -1)
 
 # Stays under every SQLite build's bound-parameter limit.
 CHUNK = 500
 
 
-def _chunks(items, size=CHUNK):
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+def _split_removals(removals: list[Removal]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The members to remove whatever their sort key, and the (member, sort key) pairs to remove
+    only while the entry has that key (a member in both is removed anyway)."""
+    anyway = list(dict.fromkeys(member for member, sort_key in removals if sort_key is None))
+    unconditional = set(anyway)
+    conditional = list(dict.fromkeys(
+        (member, sort_key) for member, sort_key in removals if sort_key is not None and member not in unconditional
+    ))
+    return anyway, conditional
 
 
 class PlainRelationalIndex(NetWriteIndex):
     def __init__(self, options=None):
         super().__init__(options)
         self.using = self.options.get("DATABASE") or router.db_for_write(IndexEntry)
+
+    @property
+    def database_alias(self) -> str:
+        """Index writes join this database's transactions, so checkpoints commit with them."""
+        return self.using
 
     # --- writes -------------------------------------------------------------------------------
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
@@ -65,15 +78,13 @@ class PlainRelationalIndex(NetWriteIndex):
         """Delete entries, a conditional removal only while the entry still has its sort key (the
         stream's REMOVE of item (PK, SK) must not delete the entry of a newer (PK, SK')); return the
         keys deleted, in one statement a chunk."""
-        anyway = list(dict.fromkeys(member for member, sort_key in removals if sort_key is None))
-        unconditional = set(anyway)
-        conditional = list(dict.fromkeys(
-            (member, sort_key) for member, sort_key in removals if sort_key is not None and member not in unconditional
-        ))
+        if self._set_based:
+            return [(key, delta) for _, key, delta in self._delete_across({group: removals})]
+        anyway, conditional = _split_removals(removals)
         changes: list[Change] = []
-        for chunk in _chunks(anyway):
+        for chunk in chunked(anyway, CHUNK):
             changes += self._delete_returning(group, f"member IN ({', '.join(['%s'] * len(chunk))})", chunk)
-        for chunk in _chunks(conditional, CHUNK // 2):
+        for chunk in chunked(conditional, CHUNK // 2):
             condition = " OR ".join(["(member = %s AND sort_key = %s)"] * len(chunk))
             changes += self._delete_returning(group, f"({condition})", [value for pair in chunk for value in pair])
         return changes
@@ -89,12 +100,82 @@ class PlainRelationalIndex(NetWriteIndex):
             )
             return [((sort_key, member), -1) for sort_key, member in cursor.fetchall()]
 
+    # --- PostgreSQL: one statement a batch for all its groups, the keys passed as JSON -----------
+    # A list of ORs (or of IN values) per chunk and group gets a plan per statement, and for the
+    # conditional removes a scan of the group; keys read from json_to_recordset() are one probe of
+    # the (group, member) index each, and a batch touching 60 groups (a product and its rating
+    # groups, for 10 products) is still one statement.
+    @property
+    def _set_based(self) -> bool:
+        return connections[self.using].vendor == "postgresql"
+
+    def _entries_sql(self, sql: str, params: list, *, delta: int) -> list[GroupChange]:
+        """Run `sql` with {entries} and {group} filled in; its (group, sort_key, member) rows as
+        changes of `delta`."""
+        connection = connections[self.using]
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            cursor.execute(sql.format(entries=quote(IndexEntry._meta.db_table), group=quote("group")), params)
+            return [(group, (sort_key, member), delta) for group, sort_key, member in cursor.fetchall()]
+
+    def _delete_across(self, removes: dict[str, list[Removal]]) -> list[GroupChange]:
+        anyway: list[tuple[str, str]] = []
+        conditional: list[tuple[str, str, str]] = []
+        for group, removals in removes.items():
+            members, pairs = _split_removals(removals)
+            anyway += [(group, member) for member in members]
+            conditional += [(group, member, sort_key) for member, sort_key in pairs]
+        return self._delete_matching(anyway, "") + self._delete_matching(conditional, " AND sort_key = r.sort_key")
+
+    def _delete_matching(self, keys: list[tuple], condition: str) -> list[GroupChange]:
+        """Delete the entries of these (group, member) or (group, member, sort_key) keys that meet
+        `condition`. Each key is looked up on its own (LATERAL ... LIMIT 1, one probe of the
+        (group, member) index) and the rows deleted by ctid: a plain join is planned from the
+        table's statistics, and with stale ones (a group just loaded) PostgreSQL hashes the table."""
+        if not keys:
+            return []
+        columns = ("grp", "member", "sort_key")[: len(keys[0])]
+        return self._entries_sql(
+            "DELETE FROM {entries} WHERE ctid = ANY(ARRAY(SELECT found.ctid FROM json_to_recordset(%s::json)"
+            f" AS r({', '.join(f'{column} text' for column in columns)}) CROSS JOIN LATERAL"
+            " (SELECT ctid FROM {entries} WHERE {group} = r.grp AND member = r.member" + condition
+            + " LIMIT 1) AS found)) RETURNING {group}, sort_key, member",
+            [json_rows(columns, keys)], delta=-1,
+        )
+
+    def _upsert_across(self, adds: dict[str, list[Entry]]) -> list[GroupChange]:
+        """Delete the members whose sort key changed, then insert every member not there (the
+        moved ones again): two statements, however many entries and groups."""
+        rows = [(group, member, sort_key) for group, entries in adds.items() for member, sort_key in dict(entries).items()]
+        if not rows:
+            return []
+        moved = self._delete_matching(rows, " AND sort_key <> r.sort_key")
+        fresh = self._entries_sql(
+            "INSERT INTO {entries} ({group}, member, sort_key) SELECT grp, member, sort_key"
+            " FROM json_to_recordset(%s::json) AS w(grp text, member text, sort_key text)"
+            " ON CONFLICT ({group}, member) DO NOTHING RETURNING {group}, sort_key, member",
+            [json_rows(("grp", "member", "sort_key"), rows)], delta=1,
+        )
+        return moved + fresh
+
+    def _copy_entries(self, group: str, wanted: dict[str, str]) -> None:
+        """Load a group's entries with COPY: no statement, plan or model instance per entry."""
+        connection = connections[self.using]
+        quote = connection.ops.quote_name
+        with connection.cursor() as cursor:
+            with cursor.cursor.copy(f"COPY {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
+                                    " FROM STDIN") as copy:
+                for member, sort_key in wanted.items():
+                    copy.write_row((group, member, sort_key))
+
     def _upsert(self, group: str, entries: list[Entry]) -> list[Change]:
         """Insert new members, move changed ones; return the changes of keys this made."""
+        if self._set_based:
+            return [(key, delta) for _, key, delta in self._upsert_across({group: entries})]
         wanted = dict(entries)  # a member given twice keeps its last sort key
         rows = IndexEntry.objects.using(self.using)
         changes: list[Change] = []
-        for chunk in _chunks(list(wanted.items())):
+        for chunk in chunked(list(wanted.items()), CHUNK):
             members = [member for member, _ in chunk]
             # ORDER BY member steers SQLite to the (group, member) index: without it, it scans the
             # whole group on the rank index, which also covers the query (1 s a batch at 5M entries).
@@ -116,10 +197,13 @@ class PlainRelationalIndex(NetWriteIndex):
             with transaction.atomic(using=self.using):
                 group_id, _, levels = self._lock_group(group)
                 IndexEntry.objects.using(self.using).filter(group=group).delete()
-                for chunk in _chunks(list(wanted.items()), 2000):
-                    IndexEntry.objects.using(self.using).bulk_create(
-                        IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
-                    )
+                if self._set_based:
+                    self._copy_entries(group, wanted)
+                else:
+                    for chunk in chunked(list(wanted.items()), 2000):
+                        IndexEntry.objects.using(self.using).bulk_create(
+                            IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
+                        )
                 self._replaced(group, group_id, len(wanted), levels)
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
@@ -149,7 +233,7 @@ class PlainRelationalIndex(NetWriteIndex):
         groups = list(groups)
         try:
             counts = {}
-            for chunk in _chunks(groups):
+            for chunk in chunked(groups, CHUNK):
                 counts.update(IndexGroup.objects.using(self.using).filter(name__in=chunk).values_list("name", "count"))
         except DatabaseError as exc:
             raise IndexUnavailable(f"relational index: {exc}") from exc
@@ -210,6 +294,10 @@ class RelationalIndex(PlainRelationalIndex):
 
     default_block_size = 1024
     default_fanout = 64
+    # A write of at least this many changes, and of at least a quarter of the group's entries,
+    # rebuilds the group's blocks in one pass (a few set-based statements) rather than counting
+    # every change into them and splitting block after block.
+    bulk_changes = 10_000
     # Reads retried while writes to the group commit underneath them, before taking its lock.
     optimistic_reads = 3
 
@@ -226,6 +314,61 @@ class RelationalIndex(PlainRelationalIndex):
                          block_size=self.block_size, fanout=self.fanout)
 
     # --- writes -------------------------------------------------------------------------------
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        if not self._set_based:
+            return super().apply_net(adds, removes)
+        try:
+            with transaction.atomic(using=self.using):
+                self._apply_across(adds, removes)
+        except DatabaseError as exc:
+            raise IndexUnavailable(f"relational index: {exc}") from exc
+
+    def _apply_across(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        """PostgreSQL: a batch's writes to all its groups in a fixed number of statements (lock
+        the groups, delete, upsert, count the changes into the blocks, update the groups), plus
+        the splits and merges of the few blocks that left their bounds."""
+        states = self._lock_groups(sorted(set(adds) | set(removes)))
+        by_group: dict[str, list[Change]] = defaultdict(list)
+        for group, key, delta in self._delete_across(removes) + self._upsert_across(adds):
+            by_group[group].append((key, delta))
+        counted, trees, rows = [], {}, []
+        for group, changes in by_group.items():
+            group_id, count, levels = states[group]
+            count += sum(delta for _, delta in changes)
+            tree = trees[group_id] = self._tree(group, group_id, levels)
+            if levels and not self._rebuilds(len(changes), count):
+                counted += [(group_id, level, key, delta) for key, delta in changes for level in range(levels)]
+            else:  # first write, a group filled before the blocks existed, or a bulk write
+                tree.build(count)
+            rows.append((group_id, count))
+        touched = defaultdict(list)
+        for group_id, level, floor, count in count_changes_across(connections[self.using], counted) if counted else []:
+            touched[group_id].append((level, floor, count))
+        for group_id, blocks in touched.items():
+            trees[group_id].settle(trees[group_id].misfits(blocks))
+        if rows:
+            self._groups_sql(
+                "UPDATE {groups} AS g SET count = v.count, levels = v.levels, version = g.version + 1"
+                " FROM unnest(%s::bigint[], %s::bigint[], %s::int[]) AS v(id, count, levels) WHERE g.id = v.id",
+                [[group_id for group_id, _ in rows], [count for _, count in rows],
+                 [trees[group_id].levels for group_id, _ in rows]],
+            )
+
+    def _lock_groups(self, groups: list[str]) -> dict[str, tuple[int, int, int]]:
+        """Create the groups' rows if needed and lock them, in name order (code points, as the one
+        by one _lock_group takes them in sorted(): no deadlocks); return name -> (id, count, levels)."""
+        self._groups_sql("INSERT INTO {groups} (name, count, levels, version) SELECT name, 0, 0, 0"
+                         " FROM unnest(%s::text[]) AS n(name) ON CONFLICT (name) DO NOTHING", [groups])
+        rows = self._groups_sql("SELECT name, id, count, levels FROM {groups} WHERE name = ANY(%s::text[])"
+                                ' ORDER BY name COLLATE "C" FOR UPDATE', [groups])
+        return {name: (group_id, count, levels) for name, group_id, count, levels in rows}
+
+    def _groups_sql(self, sql: str, params: list) -> list[tuple]:
+        connection = connections[self.using]
+        with connection.cursor() as cursor:
+            cursor.execute(sql.format(groups=connection.ops.quote_name(IndexGroup._meta.db_table)), params)
+            return cursor.fetchall() if cursor.description else []
+
     def _apply_group(self, group: str, entries: list[Entry], removals: list[Removal]) -> None:
         group_id, count, levels = self._lock_group(group)
         changes = self._delete_keys(group, removals) + self._upsert(group, entries)
@@ -233,13 +376,16 @@ class RelationalIndex(PlainRelationalIndex):
             return
         count += sum(change for _, change in changes)
         tree = self._tree(group, group_id, levels)
-        if levels:
+        if levels and not self._rebuilds(len(changes), count):
             tree.apply(changes)
-        else:  # first write, or a group filled before the blocks existed
+        else:  # first write, a group filled before the blocks existed, or a bulk write
             tree.build(count)
         IndexGroup.objects.using(self.using).filter(pk=group_id).update(
             count=count, levels=tree.levels, version=F("version") + 1
         )
+
+    def _rebuilds(self, changes: int, count: int) -> bool:
+        return changes >= self.bulk_changes and 4 * changes >= count
 
     def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
         levels = self._tree(group, group_id, levels).build(count)
@@ -247,8 +393,8 @@ class RelationalIndex(PlainRelationalIndex):
             count=count, levels=levels, version=F("version") + 1
         )
 
-    def rebuild_blocks(self, group: str) -> None:
-        """Rebuild a group's blocks from its entries and recount it (repairs what check_blocks finds)."""
+    def repair_group(self, group: str) -> None:
+        """Rebuild a group's blocks from its entries and recount it (repairs what check_integrity finds)."""
         try:
             with transaction.atomic(using=self.using):
                 group_id, _, levels = self._lock_group(group)
@@ -362,10 +508,6 @@ class RelationalIndex(PlainRelationalIndex):
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
     def check_integrity(self, group: str) -> list[str]:
-        """verify_index's hook: the block counts against the entries."""
-        return self.check_blocks(group)
-
-    def check_blocks(self, group: str) -> list[str]:
         """What is wrong with a group's blocks and count, compared with its entries ([] if
         nothing). Reads under the group's lock, so it sees one state."""
         try:

@@ -10,11 +10,9 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 
-from comments import cursors, selectors
-from comments.selectors import (
-    FastWindow, _fast_cache_key, forget_fast_window, product_comment_cursor_page, product_comment_page,
-    product_comment_slice,
-)
+from comments import cursors, windows
+from comments.selectors import product_comment_cursor_page, product_comment_page, product_comment_slice
+from comments.windows import FastWindow, _fast_cache_key, forget_fast_window
 from comments.union import Position
 from tests import factories
 from tests.pages import parse, walk
@@ -261,7 +259,7 @@ def test_filtered_fast_pages_share_the_per_rating_windows(filter_product, filter
     assert cached is not None and cache.get(_fast_cache_key(f"{SKU}/5")) is None
     # Another filter with rating 2 reads the same window: poison it and see the poison served.
     cache.set(_fast_cache_key(f"{SKU}/2"), FastWindow(cached.comments[:1], True), 60)
-    selectors._local_windows.clear()  # this process's memo of the windows: read Django's cache again
+    windows._local_windows.clear()  # this process's memo of the windows: read Django's cache again
     page = product_comment_page(sku=SKU, number=1, ratings=(2,))
     assert [c.pk for c in page.object_list] == [cached.comments[0].pk]
     forget_fast_window(SKU)
@@ -304,25 +302,25 @@ def test_fast_pages_counts_are_as_fresh_as_their_windows(filter_product, filter_
     groups = [SKU, f"{SKU}/5"]
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
     forget_fast_window(SKU)
-    first = selectors.recent_counts(groups)
+    first = windows.recent_counts(groups)
     assert first == index.count_many(groups)
     extra = ("zz-extra", "2099-01-01T00:00:00.000000Z")
     index.add_many(SKU, [extra])
     try:
-        assert selectors.recent_counts(groups) == first  # remembered
+        assert windows.recent_counts(groups) == first  # remembered
         assert product_comment_page(sku=SKU, number=11).paginator.count == first[SKU] + 1  # deep: fresh
         forget_fast_window(SKU)
-        assert selectors.recent_counts(groups)[SKU] == first[SKU] + 1
+        assert windows.recent_counts(groups)[SKU] == first[SKU] + 1
         settings.COMMENTS_FAST_CACHE_SECONDS = 0
         index.remove_many(SKU, [extra[0]])
-        assert selectors.recent_counts(groups) == first
+        assert windows.recent_counts(groups) == first
     finally:
         index.remove_many(SKU, [extra[0]])
         forget_fast_window(SKU)
 
 
 def test_local_memo_expires_and_stays_bounded():
-    memo = selectors.LocalMemo(limit=3)
+    memo = windows.LocalMemo(limit=3)
     memo.set_many({"a": 1, "b": 2}, expires=10.0)
     assert memo.get_many(["a", "b", "c"], now=9.9) == {"a": 1, "b": 2}
     assert memo.get_many(["a", "b"], now=10.0) == {}

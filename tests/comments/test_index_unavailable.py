@@ -2,7 +2,6 @@
 come straight from DynamoDB), deeper pages are a 503 with Retry-After, the catalogue shows its counts
 as "—", and service comes back by itself when Redis does. Redis is really unreachable here: a closed
 port, or a redis-server of the test's own that it stops and starts again."""
-import shutil
 import socket
 
 import pytest
@@ -10,9 +9,7 @@ from django.core.management import call_command
 
 from pagination_index import IndexUnavailable, get_index
 from tests import factories
-from tests.conftest import service_missing
 from tests.pages import parse
-from tests.services import RedisServer
 
 SKU = "DOWN-1"
 TOTAL = 260  # 13 pages: 10 fast ones, 3 from the index
@@ -41,20 +38,10 @@ def use_redis_at(settings):
     """Point the index (a RedisIndex) at the Redis on `port`."""
 
     def point(port: int) -> None:
-        settings.CACHES = {**settings.CACHES, "index": {**settings.CACHES["index"], "LOCATION": f"redis://127.0.0.1:{port}/0"}}
         settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                     "OPTIONS": {"CACHE": "index", "KEY_PREFIX": "pidx:"}}
+                                     "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")}
 
     return point
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    if not shutil.which("redis-server"):
-        service_missing("redis-server is not installed (Debian: apt-get install redis-server)")
-    server = RedisServer(tmp_path).start()
-    yield server
-    server.kill()
 
 
 def assert_degraded(client, product):

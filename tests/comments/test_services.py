@@ -4,13 +4,14 @@ import dataclasses
 import pytest
 
 from comments import services, store
-from comments.selectors import fast_window
+from comments.windows import fast_windows
 from comments.services import comment_create
-from pagination_index import aws
+from comments.table.client import dynamodb
+from comments.table.keys import table_name
 
 
 def items():
-    return aws.dynamodb().scan(TableName=aws.table_name(), ConsistentRead=True)["Items"]
+    return dynamodb().scan(TableName=table_name(), ConsistentRead=True)["Items"]
 
 
 def test_comment_create_puts_one_item(comments_table):
@@ -25,9 +26,9 @@ def test_comment_create_puts_one_item(comments_table):
 
 def test_comment_create_drops_the_cached_window(comments_table, settings):
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
-    assert fast_window("SVC-2").comments == []
+    assert fast_windows(["SVC-2"])[0].comments == []
     comment = comment_create(sku="SVC-2", author="Ann", rating=3, body="Fine")
-    assert [c.pk for c in fast_window("SVC-2").comments] == [comment.pk]
+    assert [c.pk for c in fast_windows(["SVC-2"])[0].comments] == [comment.pk]
 
 
 @pytest.mark.parametrize("rating", [0, 6, "5"])

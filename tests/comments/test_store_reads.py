@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import dateformat
 
 from comments.store import Comment, format_sk, parse_sk, put_comments
-from pagination_index import aws
+from comments.table.client import dynamodb
 from tests.factories import make_comments
 
 
@@ -27,7 +27,7 @@ def without_metadata(response: dict) -> dict:
 
 def test_item_reads_parse_as_botocore_parses_them(comments_table):
     put_comments(make_comments("READ-1", 30))
-    fast, plain = aws.dynamodb(), plain_client()
+    fast, plain = dynamodb(), plain_client()
     query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 7,
              "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-1"}},
              "ScanIndexForward": False, "ReturnConsumedCapacity": "TOTAL"}
@@ -49,7 +49,7 @@ def test_item_reads_parse_as_botocore_parses_them(comments_table):
 
 def test_binary_attributes_still_come_back_as_bytes(comments_table):
     """B and BS are base64 on the wire: such bodies take botocore's model walk."""
-    fast = aws.dynamodb()
+    fast = dynamodb()
     fast.put_item(TableName=comments_table, Item={"PK": {"S": "bin"}, "SK": {"S": format_sk(datetime.now(timezone.utc))},
                                                   "blob": {"B": b"\x00\xffraw"}, "blobs": {"BS": [b"a", b"b"]}})
     item = fast.scan(TableName=comments_table)["Items"][0]
@@ -61,7 +61,7 @@ def test_errors_are_still_client_errors(comments_table):
     from botocore.exceptions import ClientError
 
     with pytest.raises(ClientError) as caught:
-        aws.dynamodb().query(TableName=comments_table, KeyConditionExpression="nonsense = :x",
+        dynamodb().query(TableName=comments_table, KeyConditionExpression="nonsense = :x",
                              ExpressionAttributeValues={":x": {"S": "y"}})
     assert caught.value.response["Error"]["Code"] == "ValidationException"
 
@@ -93,7 +93,7 @@ def test_ordinary_pages_skip_the_model_walk(comments_table, monkeypatch):
     comment = Comment(pk="c1", sk=format_sk(datetime.now(timezone.utc)), sku="READ-2", author="Bob",
                       body='Quoted: "B": {"BS": 1} and "Bold"', rating=4)
     put_comments([comment])
-    fast, plain = aws.dynamodb(), plain_client()
+    fast, plain = dynamodb(), plain_client()
     query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
              "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-2"}}}
     assert without_metadata(fast.query(**query)) == without_metadata(plain.query(**query))

@@ -1,5 +1,6 @@
 """Production settings come from the environment only: checked in fresh processes, as a server starts."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,22 @@ def test_https_settings():
     result = manage("shell", "-c", code, env=PRODUCTION)
     assert result.stdout.strip().splitlines()[-1] == (
         "True True True 31536000 ('HTTP_X_FORWARDED_PROTO', 'https') ['https://shop.example.com'] False")
+
+
+def environment_variables_read(path: Path) -> set[str]:
+    return set(re.findall(r'(?:os\.environ\.get|env_bool|env_list)\(\s*"([A-Z0-9_]+)"', path.read_text()))
+
+
+def documented_variables() -> set[str]:
+    """The first column of the table under "## Settings" in docs/reference.md."""
+    text = (ROOT / "docs" / "reference.md").read_text()
+    section = text.split("\n## Settings\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([A-Z0-9_]+)` \|", section, flags=re.M))
+
+
+def test_every_setting_read_from_the_environment_is_documented_and_nothing_else():
+    read = environment_variables_read(ROOT / "shop" / "settings.py") | environment_variables_read(
+        ROOT / "gunicorn.conf.py")
+    documented = documented_variables()
+    assert read - documented == set(), "read but not in docs/reference.md"
+    assert documented - read == set(), "in docs/reference.md but read nowhere"

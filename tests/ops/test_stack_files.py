@@ -51,13 +51,31 @@ def manage_calls(command) -> list[list[str]]:
 
 def test_services_and_start_up_order(compose):
     services = compose["services"]
-    assert set(services) == {"dynamodb", "redis", "postgres", "init", "web", "sync"}
-    for name in ("dynamodb", "redis", "postgres", "web"):
+    assert set(services) == {"dynamodb", "redis", "postgres", "init", "web", "sync", "nginx"}
+    for name in ("dynamodb", "redis", "postgres", "web", "nginx"):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
     assert {dep: cond["condition"] for dep, cond in services["init"]["depends_on"].items()} == {
         "dynamodb": "service_healthy", "redis": "service_healthy", "postgres": "service_healthy"}
     for name in ("web", "sync"):
         assert services[name]["depends_on"] == {"init": {"condition": "service_completed_successfully"}}
+    assert services["nginx"]["depends_on"] == {"web": {"condition": "service_healthy"}}
+
+
+def test_nginx_fronts_web_with_the_repositorys_config(compose):
+    """nginx is the published port; its site is the repository's template, pointed at web, serving the
+    static files init collects into the volume they share."""
+    nginx, web, init = (compose["services"][name] for name in ("nginx", "web", "init"))
+    assert nginx["image"].startswith("nginx:")
+    assert nginx["ports"][0]["target"] == 80
+    assert str(web["ports"][0]).startswith("127.0.0.1:")  # gunicorn itself only on the host's loopback
+    volumes = {target: source for source, target, *_ in (v.split(":") for v in nginx["volumes"])}
+    text = Path(volumes["/etc/nginx/templates/default.conf.template"]).read_text()
+    placeholders = set(re.findall(r"\$\{(\w+)\}", text))
+    assert placeholders == {"SHOP_UPSTREAM", "NGINX_PORT", "SHOP_STATIC_ROOT", "NGINX_CACHE_DIR"}
+    assert placeholders <= set(nginx["environment"])  # the image's envsubst fills only what is set
+    assert nginx["environment"]["SHOP_UPSTREAM"] == "web:8000"
+    assert volumes[nginx["environment"]["SHOP_STATIC_ROOT"]] == "static-files"
+    assert f"static-files:{init['environment']['DJANGO_STATIC_ROOT']}:rw" in init["volumes"]
 
 
 def test_data_lives_on_volumes(compose):
@@ -84,7 +102,7 @@ def test_every_manage_command_exists_with_its_options(compose):
     calls = [call for service in compose["services"].values() if "command" in service
              for call in manage_calls(service["command"])]
     names = [call[0] for call in calls]
-    assert names == ["migrate", "create_tables", "seed_demo", "rebuild_index", "sync_index"]
+    assert names == ["collectstatic", "migrate", "create_tables", "seed_demo", "rebuild_index", "sync_index"]
     for name, *args in calls:
         assert name in commands, f"manage.py {name} does not exist"
         parser = load_command_class(commands[name], name).create_parser("manage.py", name)
@@ -98,7 +116,7 @@ def test_web_runs_gunicorn_with_the_projects_config(compose):
     assert (ROOT / config).is_file()
     module = words[-1]
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
-    assert compose["services"]["web"]["ports"][0]["target"] == 8000
+    assert compose["services"]["web"]["ports"][0].endswith(":8000/tcp")
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:

@@ -6,8 +6,9 @@ import pytest
 from django.core.management import call_command
 
 from comments.store import item_from_comment
+from comments.table.client import dynamodb
+from comments.table.keys import table_name
 from ops.charts import lag_chart
-from pagination_index import aws, get_index
 from pagination_index.lag import LagSampler
 from pagination_index.models import LagSample, ShardCheckpoint
 from tests import factories
@@ -34,7 +35,7 @@ def test_staff_see_counts_drift_checkpoints_and_lag(admin_client, comments_table
     factories.seed("OPS-B", 12, seed=2)
     call_command("sync_index", once=True, verbosity=0)
     # Drift: the table loses a comment that the index has not heard of yet.
-    aws.dynamodb().delete_item(TableName=aws.table_name(), Key={"PK": {"S": a[0].pk}, "SK": {"S": a[0].sk}})
+    dynamodb().delete_item(TableName=table_name(), Key={"PK": {"S": a[0].pk}, "SK": {"S": a[0].sk}})
 
     response = admin_client.get("/ops/")
     assert response.status_code == 200
@@ -69,7 +70,7 @@ def test_ops_page_renders_when_dynamodb_is_down(admin_client, settings):
 @pytest.mark.django_db
 def test_lag_is_the_age_of_records_when_applied(comments_table):
     comment = factories.make_comments("LAG-1", 1, seed=3)[0]
-    aws.dynamodb().put_item(TableName=aws.table_name(), Item=item_from_comment(comment))
+    dynamodb().put_item(TableName=table_name(), Item=item_from_comment(comment))
     call_command("sync_index", once=True, verbosity=0)
     samples = list(LagSample.objects.order_by("at"))
     # DynamoDB Local's record times are coarse (seen here: rounded down to the minute), so the lag of a

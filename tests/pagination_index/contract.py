@@ -1,4 +1,5 @@
-"""Behaviour every pagination index backend must have (DESIGN.md, "The index contract").
+"""Behaviour every pagination index backend must have: one sorted set of (member, sort key) per group,
+newest first (docs/architecture.md, "The index contract").
 
 Like Django's tests/cache/tests.py: one plain mixin holds the behaviours, and each backend is a
 tiny subclass whose `index` fixture returns a fresh, empty backend on a real store.

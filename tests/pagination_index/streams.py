@@ -6,15 +6,16 @@ import calendar
 from types import SimpleNamespace
 
 from comments.store import item_from_comment
-from pagination_index import aws, get_index
+from comments.table.client import dynamodb, dynamodbstreams
+from comments.table.keys import table_name
+from pagination_index import get_index, get_source
 from pagination_index.models import ShardCheckpoint
-from pagination_index.source import group_entries
 from pagination_index.stream import checkpoint_database
 
 
 def table_order(sku):
     """The table's truth for one product: its GSI entries in index order."""
-    return sorted(group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
+    return sorted(get_source().group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
 
 
 def assert_index_equals_table(*skus):
@@ -31,22 +32,22 @@ def checkpoints():
 
 
 def put(comment):
-    aws.dynamodb().put_item(TableName=aws.table_name(), Item=item_from_comment(comment))
+    dynamodb().put_item(TableName=table_name(), Item=item_from_comment(comment))
 
 
 def delete(comment):
-    aws.dynamodb().delete_item(TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
+    dynamodb().delete_item(TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
 
 
 def move(comment, sku):
-    aws.dynamodb().update_item(
-        TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+    dynamodb().update_item(
+        TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
         UpdateExpression="SET PK2 = :g, PK2R = :r",  # a move keeps the rating group in step too
         ExpressionAttributeValues={":g": {"S": sku}, ":r": {"S": f"{sku}/{comment.rating}"}})
 
 
 def stream_arn():
-    return aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]["LatestStreamArn"]
+    return dynamodb().describe_table(TableName=table_name())["Table"]["LatestStreamArn"]
 
 
 class Faults:
@@ -55,7 +56,7 @@ class Faults:
     lets a call through."""
 
     def __init__(self):
-        self.client = aws.dynamodbstreams()
+        self.client = dynamodbstreams()
         self.service = self.client.meta.service_model.service_id.hyphenize()
         self.queued: dict[str, list] = {}
         self.injected = 0
@@ -86,7 +87,7 @@ class Faults:
 
 def read_stream_records(arn) -> list[dict]:
     """Every record currently in the stream, shard by shard, parents first (as boto3 returns them)."""
-    client = aws.dynamodbstreams()
+    client = dynamodbstreams()
     shards = client.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
     records = []
     for shard in shards:

@@ -52,17 +52,18 @@ def relational_on_postgres(request, settings) -> dict:
     return {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": database_url(alias)}
 
 
-def redis_index(request, settings) -> dict:
-    options = request.getfixturevalue("redis_index_options")
+def redis_index(request, settings, options_fixture="redis_index_options") -> dict:
+    options = request.getfixturevalue(options_fixture)
     settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": options}
     return {"PAGINATION_INDEX_BACKEND": "redis", "PAGINATION_INDEX_KEY_PREFIX": options["KEY_PREFIX"],
-            "REDIS_URL": request.getfixturevalue("redis_url")}
+            "PAGINATION_INDEX_REDIS_URL": options["LOCATION"]}
 
 
 SUBPROCESS_BACKENDS = {
     "relational-sqlite": lambda request, settings: {"PAGINATION_INDEX_BACKEND": "relational"},
     "relational-postgres": relational_on_postgres,
     "redis": redis_index,
+    "redis-cluster": lambda request, settings: redis_index(request, settings, "redis_cluster_index_options"),
 }
 
 

@@ -9,11 +9,13 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from comments.schema import delete_tables, table_definition
 from comments.store import item_from_comment
-from pagination_index import aws, get_index
+from comments.table.client import dynamodb
+from comments.table.keys import rating_group, table_name
+from comments.table.schema import delete_tables, table_definition
+from comments.table.source import record_ops
+from pagination_index import get_index, get_source
 from pagination_index.backends.base import Add, Remove, newest_first
-from pagination_index.source import group_entries, rating_group, record_ops
 from tests import factories
 
 SK1, SK2 = "2024-01-01T00:00:00.000001Z", "2024-01-02T00:00:00.000001Z"
@@ -50,14 +52,14 @@ def assert_rating_groups_equal_table(sku):
     index = get_index()
     for rating in range(1, 6):
         group = rating_group(sku, rating)
-        expected = newest_first(group_entries(group))
+        expected = newest_first(get_source().group_entries(group))
         assert index.count(group) == len(expected), group
         assert index.range(group, 0, len(expected) + 5) == expected, group
 
 
 def set_rating(comment, rating):
-    aws.dynamodb().update_item(
-        TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+    dynamodb().update_item(
+        TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
         UpdateExpression="SET rating = :r, PK2R = :g",
         ExpressionAttributeValues={":r": {"N": str(rating)}, ":g": {"S": rating_group(comment.sku, rating)}})
 
@@ -72,7 +74,7 @@ def test_sync_keeps_rating_groups_through_inserts_rating_changes_and_deletes(com
     for comment in comments[:6]:
         set_rating(comment, 1 + comment.rating % 5)
     for comment in comments[6:9]:
-        aws.dynamodb().delete_item(TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
+        dynamodb().delete_item(TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}})
     call_command("sync_index", once=True, verbosity=0)
     assert_rating_groups_equal_table("R")
     assert get_index().count("R") == 77
@@ -107,9 +109,9 @@ def old_table_definition():
 def old_table(dynamodb_settings):
     config = dict(dynamodb_settings, TABLE=f"comments-old-{uuid.uuid4().hex[:12]}")
     with override_settings(DYNAMODB=config):
-        client = aws.dynamodb()
+        client = dynamodb()
         client.create_table(**old_table_definition())
-        client.get_waiter("table_exists").wait(TableName=aws.table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         try:
             yield config["TABLE"]
         finally:
@@ -122,14 +124,14 @@ def test_an_older_table_gets_the_gsi_and_its_items_their_rating_keys(old_table):
     for comment in comments:
         item = item_from_comment(comment)
         del item["PK2R"]
-        aws.dynamodb().put_item(TableName=aws.table_name(), Item=item)
+        dynamodb().put_item(TableName=table_name(), Item=item)
     call_command("sync_index", once=True, verbosity=0)
     assert get_index().count("OLD") == 70 and get_index().count("OLD/5") == 0
 
     out = io.StringIO()
     call_command("create_tables", stdout=out)
     assert "GSI 'byRating' added" in out.getvalue()
-    table = aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]
+    table = dynamodb().describe_table(TableName=table_name())["Table"]
     assert {g["IndexName"]: g["IndexStatus"] for g in table["GlobalSecondaryIndexes"]} == {
         "byProduct": "ACTIVE", "byRating": "ACTIVE"}
     out = io.StringIO()

@@ -10,7 +10,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connections
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from pagination_index.backends.base import Add, Remove, newest_first
@@ -24,7 +25,7 @@ TINY = {"BLOCK_SIZE": 4, "FANOUT": 3}
 
 
 def assert_blocks_sound(index, group):
-    assert index.check_blocks(group) == []
+    assert index.check_integrity(group) == []
 
 
 @pytest.mark.django_db
@@ -97,11 +98,11 @@ def test_check_blocks_finds_wrong_counts_and_rebuild_repairs_them(db):
     block = IndexBlock.objects.filter(level=0).order_by("-floor_sort_key").first()
     IndexBlock.objects.filter(pk=block.pk).update(count=block.count + 1)
     IndexGroup.objects.filter(name="g").update(count=41)
-    problems = index.check_blocks("g")
+    problems = index.check_integrity("g")
     assert any("count 41" in problem or "group count is 41" in problem for problem in problems)
     assert any(f"count {block.count + 1}, covers {block.count}" in problem for problem in problems)
-    index.rebuild_blocks("g")
-    assert index.check_blocks("g") == []
+    index.repair_group("g")
+    assert index.check_integrity("g") == []
     assert index.count("g") == 40
 
 
@@ -110,10 +111,77 @@ def test_a_group_filled_before_the_blocks_existed_reads_and_is_built_on_its_next
     index = RelationalIndex({"BLOCK_SIZE": 4, "FANOUT": 3})
     expected = newest_first(entries(30))
     assert index.at("g", 29) == expected[29]
-    assert index.check_blocks("g") == ["no blocks for 30 entries"]
+    assert index.check_integrity("g") == ["no blocks for 30 entries"]
     index.add_many("g", [("new", sk(5000))])
     assert index.at("g", 0) == ("new", sk(5000)) and index.at("g", 30) == expected[29]
     assert_blocks_sound(index, "g")
+
+
+def blocks_of(index, group):
+    return list(IndexBlock.objects.using(index.using).filter(group__name=group)
+                .order_by("level", "floor_sort_key", "floor_member").values_list("level", "floor_sort_key", "floor_member", "count"))
+
+
+def bulk_writes_rebuild_the_blocks(index):
+    index.bulk_changes = 40  # writes of 40+ changes, a quarter of the group or more, rebuild
+    index.add_many("g", entries(100))
+    index.add_many("g", [(member, sk(2000)) for member, _ in entries(30)])  # 60 changes (30 moves): rebuilt
+    index.remove_entries("g", [(member, sk(2000)) for member, _ in entries(10)] + [("m00099", None)])
+    expected = newest_first([*[(m, sk(2000)) for m, _ in entries(30)[10:]], *entries(99)[30:]])
+    assert index.range("g", 0, 200) == expected
+    assert_blocks_sound(index, "g")
+    index.add_many("g", entries(150, prefix="n"))  # 150 of 239: rebuilt, laid out as a fresh build
+    written = blocks_of(index, "g")
+    index.repair_group("g")
+    assert written == blocks_of(index, "g")
+    index.add_many("g", entries(5, prefix="o"))  # 5 changes: counted into the blocks, none split
+    written = blocks_of(index, "g")
+    index.repair_group("g")
+    assert written != blocks_of(index, "g")
+    assert index.range("g", 0, 300) == newest_first(expected + entries(150, prefix="n") + entries(5, prefix="o"))
+    assert_blocks_sound(index, "g")
+
+
+def test_bulk_writes_rebuild_the_blocks_on_sqlite(db):
+    bulk_writes_rebuild_the_blocks(RelationalIndex(TINY))
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_bulk_writes_rebuild_the_blocks_on_postgresql(postgres_database):
+    bulk_writes_rebuild_the_blocks(RelationalIndex(dict(TINY, DATABASE=postgres_database)))
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_one_batch_of_many_groups_on_postgresql(postgres_database):
+    """A stream-like batch: adds, moves, conditional and plain removes across 30 groups, counted
+    into tiny blocks by one statement, each group's blocks exact afterwards."""
+    index = RelationalIndex(dict(TINY, DATABASE=postgres_database))
+    groups = [f"G{n:02d}" for n in range(30)]
+    model = {group: dict(entries(40)) for group in groups}
+    index.apply([Add(group, member, sort_key) for group in groups for member, sort_key in entries(40)])
+    rng = random.Random(7)
+    ops = []
+    for group in groups:
+        for member, sort_key in rng.sample(entries(40), 12):
+            choice = rng.randrange(4)
+            if choice == 0:
+                ops.append(Remove(group, member, sort_key))  # still its key: removed
+                model[group].pop(member)
+            elif choice == 1:
+                ops.append(Remove(group, member, sk(3000)))  # not its key: kept
+            elif choice == 2:
+                ops.append(Add(group, member, sk(rng.randrange(5000))))
+                model[group][member] = ops[-1].sort_key
+            else:
+                ops.append(Remove(group, member))
+                model[group].pop(member)
+        ops += [Add(group, f"new{i}", sk(rng.randrange(5000))) for i in range(10)]
+        model[group].update((op.member, op.sort_key) for op in ops[-10:])
+    index.apply(ops)
+    for group in groups:
+        assert index.range(group, 0, 100) == newest_first(model[group].items())
+        assert index.count(group) == len(model[group])
+        assert_blocks_sound(index, group)
 
 
 # --- a stateful property test against a sorted list -----------------------------------------------
@@ -192,7 +260,7 @@ class BlocksMatchASortedList(RuleBasedStateMachine):
         for group in ("g", "h"):
             assert self.index.count(group) == len(self.model[group])
             assert self.index.range(group, 0, 100) == self.expected(group)
-            assert self.index.check_blocks(group) == []
+            assert self.index.check_integrity(group) == []
 
 
 MACHINE_SETTINGS = settings(max_examples=25, stateful_step_count=25, deadline=None, database=None,
@@ -223,32 +291,34 @@ def test_blocks_match_a_sorted_list_on_postgresql(postgres_database):
     run_machine(make_index, settings(MACHINE_SETTINGS, max_examples=10))
 
 
-# --- check_index_blocks ---------------------------------------------------------------------------
-def test_check_index_blocks_reports_and_repairs(db, settings):
+# --- check_index ----------------------------------------------------------------------------------
+def test_check_index_reports_and_repairs(db, settings):
     settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": TINY}
     index = RelationalIndex(TINY)
     index.add_many("A", entries(50))
     index.add_many("B", entries(5))
     out = StringIO()
-    call_command("check_index_blocks", stdout=out, stderr=StringIO())
-    assert "blocks of 2 groups match their entries" in out.getvalue()
+    call_command("check_index", stdout=out, stderr=StringIO())
+    assert "RelationalIndex: 2 groups pass their integrity checks" in out.getvalue()
 
     IndexBlock.objects.filter(group__name="A", level=0).update(count=0)
     out = StringIO()
-    with pytest.raises(CommandError, match="1 of 2 groups have wrong blocks"):
-        call_command("check_index_blocks", stdout=out, stderr=StringIO())
+    with pytest.raises(CommandError, match="1 of 2 groups have problems"):
+        call_command("check_index", stdout=out, stderr=StringIO())
     assert "A: level 0 block" in out.getvalue()
 
     out = StringIO()
-    call_command("check_index_blocks", "--group", "A", "--repair", stdout=out, stderr=StringIO())
-    assert "A: repaired" in out.getvalue() and "blocks of 1 groups match" in out.getvalue()
-    assert index.check_blocks("A") == [] and index.range("A", 0, 100) == newest_first(entries(50))
+    call_command("check_index", "--group", "A", "--repair", stdout=out, stderr=StringIO())
+    assert "A: repaired" in out.getvalue() and "1 groups pass" in out.getvalue()
+    assert index.check_integrity("A") == [] and index.range("A", 0, 100) == newest_first(entries(50))
 
 
-def test_check_index_blocks_needs_a_backend_with_blocks(db, settings):
+def test_check_index_passes_a_backend_without_derived_structures(db, settings):
     settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.PlainRelationalIndex", "OPTIONS": {}}
-    with pytest.raises(CommandError, match="keeps no blocks"):
-        call_command("check_index_blocks")
+    PlainRelationalIndex({}).add_many("A", entries(5))
+    out = StringIO()
+    call_command("check_index", stdout=out, stderr=StringIO())
+    assert "PlainRelationalIndex: 1 groups pass their integrity checks" in out.getvalue()
 
 
 # --- concurrent writers ---------------------------------------------------------------------------
@@ -292,7 +362,7 @@ def concurrent_writers_keep_blocks_exact(index):
     done.set()
     watcher.join()
     assert not errors
-    assert index.check_blocks("g") == []
+    assert index.check_integrity("g") == []
     assert index.count("g") == len(index.range("g", 0, 1000)) > 0
     assert all(member.split("-")[1] >= "030" for member, _ in index.range("g", 0, 1000))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -11,12 +13,13 @@ from botocore.exceptions import EndpointConnectionError
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from pagination_index import get_index, source
+from pagination_index import get_index, get_source
 from pagination_index.aws_lambda import handler
 from pagination_index.leases import LeaseLost
 from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.stream import Backoff, StreamConsumer
 from tests import factories
+from tests.services import RedisServer
 from tests.pagination_index.streams import (
     Faults,
     assert_index_equals_table,
@@ -171,6 +174,7 @@ def test_writes_during_a_rebuild_reach_the_index(comments_table, monkeypatch):
     consumer runs: they must not be lost under the swap."""
     a = factories.seed("A", 50, seed=22)
     call_command("sync_index", once=True, verbosity=0)
+    source = get_source()
     scan = source.all_entries
     late = factories.make_comments("A", 7, seed=23)
 
@@ -265,3 +269,33 @@ def test_lambda_handler_reports_the_first_failure_and_everything_after(comments_
     expected = [record["dynamodb"]["SequenceNumber"] for record in event["Records"][3:]]
     assert response == {"batchItemFailures": [{"itemIdentifier": number} for number in expected]}
     assert get_index().count("A") == 3  # the records before the failure were applied
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings, tmp_path):
+    """Redis (holding the index) killed while comments are written: the consumer keeps polling
+    instead of dying with records unapplied, and catches up once Redis is back."""
+    server = RedisServer(tmp_path, durable=True).start()
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{server.port}/1")}
+    try:
+        factories.seed("A", 30, seed=41)
+        worker = consumer()
+        assert worker.run(once=True).records == 30
+        server.kill()
+        late = factories.seed("A", 20, seed=42)
+        follower = threading.Thread(target=worker.run, kwargs={"once": False, "poll_seconds": 0.1})
+        follower.start()
+        time.sleep(1.5)  # polls meet the dead index meanwhile
+        assert follower.is_alive()
+        server.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and get_index().count("A") < 50:
+            time.sleep(0.2)
+        worker.stop_event.set()
+        follower.join(10)
+        assert not follower.is_alive()
+        assert_index_equals_table("A")
+        assert {c.pk for c in late} <= {member for member, _ in get_index().range("A", 0, 100)}
+    finally:
+        server.kill()

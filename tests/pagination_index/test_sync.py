@@ -2,9 +2,11 @@
 import dataclasses
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
-from pagination_index import aws, get_index
+from comments.table.client import dynamodb
+from comments.table.keys import table_name
+from pagination_index import get_index
 from pagination_index.stream import StreamConsumer, apply_records
 from tests import factories
 from tests.pagination_index.streams import assert_index_equals_table, checkpoints, delete, put, stream_arn
@@ -23,12 +25,12 @@ def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table, in
         delete(comment)
         put(dataclasses.replace(comment, sk="2030-01-01T00:00:00.000001Z"))
     for comment in a[15:20]:  # move to another product (MODIFY of PK2)
-        aws.dynamodb().update_item(
-            TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+        dynamodb().update_item(
+            TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
             UpdateExpression="SET PK2 = :b", ExpressionAttributeValues={":b": {"S": "B"}})
     for comment in a[20:25]:  # MODIFY that changes neither group nor sort key
-        aws.dynamodb().update_item(
-            TableName=aws.table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
+        dynamodb().update_item(
+            TableName=table_name(), Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
             UpdateExpression="SET body = :x", ExpressionAttributeValues={":x": {"S": "edited"}})
     factories.seed("C", 7, seed=3)
     call_command("sync_index", once=True, verbosity=0)
@@ -93,7 +95,5 @@ def test_rebuild_index_matches_the_table(comments_table):
 @pytest.mark.django_db
 def test_sync_without_a_table_is_a_clear_error(dynamodb_settings, settings):
     settings.DYNAMODB = dict(dynamodb_settings, TABLE="no-such-table")
-    from botocore.exceptions import ClientError
-
-    with pytest.raises(ClientError):
+    with pytest.raises(CommandError, match="The table could not be read: DescribeTable: .*non-existent table"):
         call_command("sync_index", once=True, verbosity=0)

@@ -5,8 +5,9 @@ from botocore.exceptions import ClientError
 from django.core.management.base import BaseCommand, CommandError
 
 from comments.store import rating_key_updates
-from pagination_index import aws
-from pagination_index.progress import Progress
+from comments.table.client import dynamodb
+from comments.table.keys import table_name
+from pagination_index import Progress
 
 
 class Command(BaseCommand):
@@ -23,11 +24,11 @@ class Command(BaseCommand):
     def handle(self, *args, segments, dry_run, verbosity, **options):
         if segments < 1:
             raise CommandError("--segments must be at least 1")
-        client = aws.dynamodb()
+        client = dynamodb()
         try:
-            approximate = client.describe_table(TableName=aws.table_name())["Table"].get("ItemCount", 0)
+            approximate = client.describe_table(TableName=table_name())["Table"].get("ItemCount", 0)
         except ClientError as exc:
-            raise CommandError(f"cannot read table {aws.table_name()!r}: {exc}") from exc
+            raise CommandError(f"cannot read table {table_name()!r}: {exc}") from exc
         progress = Progress(self.stdout, approximate, "scanning comments")
         lock = threading.Lock()
 

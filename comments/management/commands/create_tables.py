@@ -1,8 +1,8 @@
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from comments.schema import add_rating_index, create_tables
-from pagination_index import aws
+from comments.table.keys import rating_index_name, table_name
+from comments.table.schema import add_rating_index, create_tables
 
 
 class Command(BaseCommand):
@@ -20,9 +20,9 @@ class Command(BaseCommand):
         added = add_rating_index()
         if verbosity >= 1:
             state = "created" if created else "already exists"
-            self.stdout.write(self.style.SUCCESS(f"table {aws.table_name()!r} {state}"))
+            self.stdout.write(self.style.SUCCESS(f"table {table_name()!r} {state}"))
             if added:
-                self.stdout.write(self.style.SUCCESS(f"GSI {aws.rating_index_name()!r} added to the table"))
+                self.stdout.write(self.style.SUCCESS(f"GSI {rating_index_name()!r} added to the table"))
         if added and backfill:
             call_command("backfill_rating_keys", verbosity=verbosity, stdout=self.stdout)
         elif added and verbosity >= 1:

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from comments import demo
 from comments.store import put_comments
-from pagination_index.progress import Progress
-from pagination_index.source import table_has_items
+from comments.table.source import CommentsTableSource
+from pagination_index import Progress
 from shop.models import Product
 
 CHUNK = 500
@@ -33,7 +33,7 @@ class Command(BaseCommand):
         for item in catalogue:
             Product.objects.update_or_create(
                 sku=item.sku, defaults={"name": item.name, "price": item.price, "description": item.description})
-        if if_empty and table_has_items():
+        if if_empty and CommentsTableSource().has_items():
             if verbosity >= 1:
                 self.stdout.write("comments table already has data: products updated, no comments written")
             return

@@ -4,7 +4,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from pagination_index import get_index, source
+from pagination_index import get_index, get_source
+from pagination_index.management import reports_unavailable, stream_arn
 from pagination_index.progress import Progress
 from pagination_index.stale import stale_groups_clear
 from pagination_index.stream import checkpoint_database, stream_paused
@@ -25,20 +26,19 @@ class Command(BaseCommand):
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing unless the index is empty while the table is not.")
 
+    @reports_unavailable
     def handle(self, *args, product, segments, if_empty, verbosity, **options):
-        index = get_index()
-        if if_empty and (index.groups() or not source.table_has_items()):
+        index, source = get_index(), get_source()
+        if if_empty and (index.groups() or not source.has_items()):
             if verbosity >= 2:
                 self.stdout.write("index already filled (or table empty): nothing to rebuild")
             return
         if segments < 1:
             raise CommandError("--segments must be at least 1")
         started = timezone.now()
-        arn = source.stream_arn()
-        if not arn:
-            raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
+        arn = stream_arn(source)
         with stream_paused(index=index, stream_arn=arn, lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
-            groups = self._read(product, segments, verbosity)
+            groups = self._read(source, product, segments, verbosity)
             if not product:
                 for stale in set(index.groups()) - set(groups):
                     groups[stale] = []
@@ -56,12 +56,12 @@ class Command(BaseCommand):
             "sync_index resumes from the stream position noted before the read"
         ))
 
-    def _read(self, products, segments, verbosity):
+    def _read(self, source, products, segments, verbosity):
         if products:
             progress = Progress(self.stdout, len(products), "reading products") if verbosity >= 1 else None
             groups = {}
             for sku in products:
-                groups.update(source.product_entries(sku))  # the product's group and its rating groups
+                groups.update(source.related_entries(sku))  # the product's group and its rating groups
                 if progress:
                     progress.advance()
         else:

@@ -5,7 +5,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from pagination_index import get_index, source
+from pagination_index import get_index, get_source
+from pagination_index.management import reports_unavailable, stream_arn
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
 from pagination_index.stream import StreamConsumer, checkpoint_database
@@ -33,10 +34,9 @@ class Command(BaseCommand):
                  "after this (default: %(default)s, SYNC_INDEX_LEASE_SECONDS).",
         )
 
+    @reports_unavailable
     def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, verbosity, **options):
-        arn = source.stream_arn()
-        if not arn:
-            raise CommandError(f"Table {settings.DYNAMODB['TABLE']!r} has no stream; run `manage.py create_tables`.")
+        arn = stream_arn(get_source())
         if status:
             return self._status(arn, checkpoint_database(get_index()))
         if lease_seconds <= 0:

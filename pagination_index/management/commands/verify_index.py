@@ -5,7 +5,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from pagination_index import get_index, source
+from pagination_index import get_index, get_source
+from pagination_index.management import reports_unavailable, stream_arn
 from pagination_index.stale import stale_groups, stale_groups_clear
 from pagination_index.stream import checkpoint_database, stream_paused
 from pagination_index.verify import group_drift
@@ -32,8 +33,9 @@ class Command(BaseCommand):
                  "is about to apply are not called drift (default: %(default)s; 0 disables).",
         )
 
+    @reports_unavailable
     def handle(self, *args, product, sample, repair, segments, recheck_seconds, verbosity, **options):
-        index = get_index()
+        index, source = get_index(), get_source()
         if sample is not None and sample < 1:
             raise CommandError("--sample must be at least 1")
         if product:
@@ -59,7 +61,7 @@ class Command(BaseCommand):
         marks = stale_groups(None if full else list(table), using=database)
         if repair and (drifted or marks):
             marked = (set(marks) - {"*"}) & set(table)
-            self._repair(index, sorted(set(drifted) | marked), full=full)
+            self._repair(index, source, sorted(set(drifted) | marked), full=full)
             drifted, marks = [], stale_groups(None if full else list(table), using=database)
         for group, reason in marks.items():
             self.stderr.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
@@ -78,11 +80,11 @@ class Command(BaseCommand):
             line += f"; {problem}"
         self.stdout.write(self.style.SUCCESS(line) if drift.ok else self.style.ERROR(line))
 
-    def _repair(self, index, groups, *, full):
+    def _repair(self, index, source, groups, *, full):
         """Rebuild the drifted groups the way rebuild_index does: stream paused, table re-read."""
         started = timezone.now()
-        with stream_paused(index=index, stream_arn=source.stream_arn(),
-                           lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
+        arn = stream_arn(source)
+        with stream_paused(index=index, stream_arn=arn, lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
             for group in groups:
                 index.replace(group, list(source.group_entries(group)))
                 self.stdout.write(f"repaired {group}")

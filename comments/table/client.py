@@ -1,38 +1,65 @@
-"""The one place that builds boto3 clients; table names come from settings.DYNAMODB.
+"""The one place that builds boto3 clients for the comments table (settings.DYNAMODB), and the one
+place that says what a DynamoDB failure is to the rest of the site: StoreUnavailable.
 
 Low-level clients (not the resource layer): they are thread-safe, and deserialising our few
 attribute types by hand is several times cheaper than boto3's TypeDeserializer.
 
 The DynamoDB client also skips botocore's walk of the response model for item reads (Query, Scan,
 GetItem): DynamoDB's wire JSON already is the parsed form ({"S": "..."}, {"N": "..."} maps), and the
-walk was a quarter of that call's CPU (1.1 of 4.3 ms for a 21-item Query against DynamoDB Local).
+walk was a quarter of that call's CPU for a 21-item Query (docs/benchmarks.md).
 """
 from __future__ import annotations
 
 import functools
 import json
 import os
+from contextlib import contextmanager
 
 import boto3
 import botocore.session
 from botocore import parsers
 from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.signals import setting_changed
 
-CLIENT_CONFIG = Config(
-    connect_timeout=2,
-    read_timeout=10,
-    retries={"max_attempts": 4, "mode": "standard"},
-    max_pool_connections=32,
-)
+from pagination_index import SourceUnavailable
+
 # Health checks want a fast answer, not a patient one: one attempt, short timeouts.
-PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1, "mode": "standard"})
+PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"total_max_attempts": 1, "mode": "standard"})
 
 
-def _client_kwargs(client_config: Config = CLIENT_CONFIG) -> dict:
+def client_config(*, bulk: bool = False) -> Config:
+    """Timeouts and attempts from settings.DYNAMODB: a dead DynamoDB must become a 503 within
+    seconds, not hold a worker (worst case about attempts x (connect or read timeout)). Bulk reads
+    (rebuild, verify: Scans and whole partitions, 1 MB a page) get a patient read timeout."""
     config = settings.DYNAMODB
-    kwargs = {"region_name": config["REGION"], "config": client_config}
+    return Config(
+        connect_timeout=config["CONNECT_TIMEOUT"],
+        read_timeout=config["BULK_READ_TIMEOUT" if bulk else "READ_TIMEOUT"],
+        retries={"total_max_attempts": config["MAX_ATTEMPTS"], "mode": "standard"},
+        max_pool_connections=32,
+    )
+
+
+class StoreUnavailable(SourceUnavailable):
+    """DynamoDB could not be reached or failed: the request is answered 503, not 500
+    (shop.middleware.ServiceUnavailableMiddleware)."""
+
+
+@contextmanager
+def store_errors(what: str):
+    """Turn any botocore failure inside the block into StoreUnavailable, naming `what` was tried.
+    Expected errors (a failed condition) are caught inside the block, before they get here."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise StoreUnavailable(f"{what}: {exc}") from exc
+
+
+def _client_kwargs(config_override: Config | None = None) -> dict:
+    config = settings.DYNAMODB
+    kwargs = {"region_name": config["REGION"], "config": config_override or client_config()}
     if config.get("ENDPOINT_URL"):
         kwargs["endpoint_url"] = config["ENDPOINT_URL"]
         # DynamoDB Local accepts any credentials; don't make developers configure fake ones.
@@ -78,6 +105,12 @@ def dynamodb():
 
 
 @functools.cache
+def dynamodb_bulk():
+    """The DynamoDB client for commands that read whole partitions or the whole table."""
+    return _item_read_session().client("dynamodb", **_client_kwargs(client_config(bulk=True)))
+
+
+@functools.cache
 def dynamodb_probe():
     """A DynamoDB client for /readyz: it fails within seconds instead of retrying."""
     return boto3.session.Session().client("dynamodb", **_client_kwargs(PROBE_CONFIG))
@@ -88,20 +121,9 @@ def dynamodbstreams():
     return boto3.session.Session().client("dynamodbstreams", **_client_kwargs())
 
 
-def table_name() -> str:
-    return settings.DYNAMODB["TABLE"]
-
-
-def product_index_name() -> str:
-    return settings.DYNAMODB["GSI"]
-
-
-def rating_index_name() -> str:
-    return settings.DYNAMODB["RATING_GSI"]
-
-
 def reset_clients() -> None:
     dynamodb.cache_clear()
+    dynamodb_bulk.cache_clear()
     dynamodb_probe.cache_clear()
     dynamodbstreams.cache_clear()
 

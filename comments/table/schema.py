@@ -1,13 +1,13 @@
-"""The comments table: key schema, the byProduct and byRating GSIs and the stream (DESIGN.md,
-"Data model")."""
+"""The comments table: key schema, the byProduct and byRating GSIs and the stream
+(docs/architecture.md, "Data model")."""
 from __future__ import annotations
 
 import time
 
 from botocore.exceptions import ClientError
 
-from pagination_index import aws
-from pagination_index.source import GROUP, MEMBER, RATING_GROUP, SORT_KEY
+from comments.table.client import dynamodb
+from comments.table.keys import GROUP, MEMBER, RATING_GROUP, SORT_KEY, product_index_name, rating_index_name, table_name
 
 GSI_WAIT_SECONDS = 600
 
@@ -28,18 +28,18 @@ def attribute_definitions() -> list[dict]:
 
 
 def rating_index() -> dict:
-    return _gsi(aws.rating_index_name(), RATING_GROUP)
+    return _gsi(rating_index_name(), RATING_GROUP)
 
 
 def table_definition() -> dict:
     return {
-        "TableName": aws.table_name(),
+        "TableName": table_name(),
         "KeySchema": [
             {"AttributeName": MEMBER, "KeyType": "HASH"},
             {"AttributeName": SORT_KEY, "KeyType": "RANGE"},
         ],
         "AttributeDefinitions": attribute_definitions(),
-        "GlobalSecondaryIndexes": [_gsi(aws.product_index_name(), GROUP), rating_index()],
+        "GlobalSecondaryIndexes": [_gsi(product_index_name(), GROUP), rating_index()],
         "BillingMode": "PAY_PER_REQUEST",
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
     }
@@ -48,7 +48,7 @@ def table_definition() -> dict:
 def create_tables() -> bool:
     """Create the comments table if it is missing and wait until it is active; True if created.
     A table made before the byRating GSI existed gets it from add_rating_index()."""
-    client = aws.dynamodb()
+    client = dynamodb()
     try:
         client.create_table(**table_definition())
         created = True
@@ -56,12 +56,12 @@ def create_tables() -> bool:
         if exc.response["Error"]["Code"] != "ResourceInUseException":
             raise
         created = False
-    client.get_waiter("table_exists").wait(TableName=aws.table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     return created
 
 
 def _index_statuses() -> dict[str, str]:
-    table = aws.dynamodb().describe_table(TableName=aws.table_name())["Table"]
+    table = dynamodb().describe_table(TableName=table_name())["Table"]
     return {gsi["IndexName"]: gsi.get("IndexStatus", "ACTIVE") for gsi in table.get("GlobalSecondaryIndexes", [])}
 
 
@@ -69,12 +69,12 @@ def add_rating_index() -> bool:
     """UpdateTable to create the byRating GSI if the table lacks it, then wait until it is ACTIVE
     (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`).
     True if it had to be created."""
-    name = aws.rating_index_name()
+    name = rating_index_name()
     added = False
     if name not in _index_statuses():
         try:
-            aws.dynamodb().update_table(
-                TableName=aws.table_name(),
+            dynamodb().update_table(
+                TableName=table_name(),
                 AttributeDefinitions=attribute_definitions(),
                 GlobalSecondaryIndexUpdates=[{"Create": rating_index()}],
             )
@@ -86,15 +86,15 @@ def add_rating_index() -> bool:
     deadline = time.monotonic() + GSI_WAIT_SECONDS
     while _index_statuses().get(name) != "ACTIVE":
         if time.monotonic() > deadline:
-            raise TimeoutError(f"GSI {name!r} on {aws.table_name()!r} is not ACTIVE after {GSI_WAIT_SECONDS} s")
+            raise TimeoutError(f"GSI {name!r} on {table_name()!r} is not ACTIVE after {GSI_WAIT_SECONDS} s")
         time.sleep(1)
     return added
 
 
 def delete_tables() -> None:
-    client = aws.dynamodb()
+    client = dynamodb()
     try:
-        client.delete_table(TableName=aws.table_name())
+        client.delete_table(TableName=table_name())
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceNotFoundException":
             raise

@@ -1,34 +1,35 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from pagination_index import get_index
+from pagination_index.management import reports_unavailable
 from pagination_index.progress import Progress
 
 
 class Command(BaseCommand):
     help = (
-        "Validate the relational index's counted blocks against its entries: every block's count, "
-        "the nesting of the levels and each group's count. --repair rebuilds the groups found wrong."
+        "Check the index backend's own structures for each group (the relational backend's counted "
+        "blocks and counts; backends without such structures have nothing to check). --repair rebuilds "
+        "the groups found wrong from their own entries."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--group", action="append", default=[], metavar="SKU",
                             help="Check only this group (repeatable); default: every non-empty group.")
         parser.add_argument("--repair", action="store_true",
-                            help="Rebuild the blocks and count of each group found wrong, then check it again.")
+                            help="Rebuild the structures of each group found wrong, then check it again.")
 
+    @reports_unavailable
     def handle(self, *args, group, repair, verbosity, **options):
         index = get_index()
-        if not hasattr(index, "check_blocks"):
-            raise CommandError(f"{type(index).__name__} keeps no blocks: nothing to check.")
         groups = group or index.groups()
-        progress = Progress(self.stderr, len(groups), "checking blocks") if verbosity >= 1 else None
+        progress = Progress(self.stderr, len(groups), "checking groups") if verbosity >= 1 else None
         wrong = {}
         for name in groups:
-            problems = index.check_blocks(name)
+            problems = index.check_integrity(name)
             if problems and repair:
-                index.rebuild_blocks(name)
+                index.repair_group(name)
                 self.stdout.write(f"{name}: repaired ({len(problems)} problems)")
-                problems = index.check_blocks(name)
+                problems = index.check_integrity(name)
             if problems:
                 wrong[name] = problems
             if progress:
@@ -41,6 +42,6 @@ class Command(BaseCommand):
             if verbosity < 2 and len(problems) > 5:
                 self.stdout.write(f"{name}: ... {len(problems) - 5} more (-v 2 lists them all)")
         if wrong:
-            raise CommandError(f"{len(wrong)} of {len(groups)} groups have wrong blocks"
+            raise CommandError(f"{len(wrong)} of {len(groups)} groups have problems"
                                + ("" if repair else "; run with --repair to rebuild them"))
-        self.stdout.write(self.style.SUCCESS(f"blocks of {len(groups)} groups match their entries"))
+        self.stdout.write(self.style.SUCCESS(f"{type(index).__name__}: {len(groups)} groups pass their integrity checks"))

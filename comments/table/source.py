@@ -1,0 +1,167 @@
+"""The comments table as the pagination index sees it (settings.PAGINATION_INDEX_SOURCE).
+
+Every comment is in two groups: its product's (PK2, GSI byProduct) and its product-and-rating's
+(PK2R, GSI byRating); a member is its PK and a sort key its SK.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterator
+
+from comments.table import client
+from comments.table.keys import (
+    GROUP,
+    GROUP_ATTRIBUTES,
+    MEMBER,
+    RATING_GROUP,
+    RATING_SEPARATOR,
+    SORT_KEY,
+    group_attribute,
+    group_index_name,
+    product_groups,
+    product_index_name,
+    table_name,
+)
+from pagination_index import Add, BaseSource, Entry, NoStream, Op, Remove
+
+ENTRY_ATTRIBUTES = {"#g": GROUP, "#r": RATING_GROUP, "#m": MEMBER, "#s": SORT_KEY}
+ENTRY_PROJECTION = "#g, #r, #m, #s"
+
+
+def image_entries(image: dict | None) -> dict[str, Entry]:
+    """{group: (member, sort_key)} for every group an item (or a stream image of one) belongs to."""
+    if not image:
+        return {}
+    entry = image[MEMBER]["S"], image[SORT_KEY]["S"]
+    return {image[attribute]["S"]: entry for attribute in GROUP_ATTRIBUTES if attribute in image}
+
+
+def record_ops(record: dict) -> list[Op]:
+    """The index ops for one stream record (INSERT, MODIFY or REMOVE): the item leaves the groups it
+    no longer belongs to (a changed rating moves it between rating groups) and is upserted into the
+    groups whose entry is new or moved; a MODIFY that touched no key attribute makes none."""
+    change = record["dynamodb"]
+    old = image_entries(change.get("OldImage"))
+    new = image_entries(change.get("NewImage"))
+    ops: list[Op] = []
+    for group, (member, sort_key) in old.items():
+        if group not in new or new[group][0] != member:
+            ops.append(Remove(group, member, sort_key))  # only while the entry still has this item's SK
+    for group, entry in new.items():
+        if old.get(group) != entry:
+            ops.append(Add(group, *entry))
+    return ops
+
+
+def paginate(call, **kwargs) -> Iterator[dict]:
+    """Every item of a Query or Scan, following LastEvaluatedKey."""
+    while True:
+        response = call(**kwargs)
+        yield from response.get("Items", [])
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def _entries_by_group(items, on_item=None) -> dict[str, list[Entry]]:
+    found: dict[str, list[Entry]] = {}
+    for item in items:
+        for group, entry in image_entries(item).items():
+            found.setdefault(group, []).append(entry)
+        if on_item:
+            on_item()
+    return found
+
+
+class CommentsTableSource(BaseSource):
+    """OPTIONS: none; the table and GSI names come from settings.DYNAMODB."""
+
+    def stream_arn(self) -> str:
+        with client.store_errors("DescribeTable"):
+            table = client.dynamodb_bulk().describe_table(TableName=table_name())["Table"]
+        arn = table.get("LatestStreamArn")
+        if not arn:
+            raise NoStream(f"Table {table_name()!r} has no stream; run `manage.py create_tables`.")
+        return arn
+
+    def stream_client(self):
+        return client.dynamodbstreams()
+
+    def record_ops(self, record: dict) -> list[Op]:
+        return record_ops(record)
+
+    def group_entries(self, group: str) -> Iterator[Entry]:
+        items = paginate(
+            client.dynamodb_bulk().query,
+            TableName=table_name(),
+            IndexName=group_index_name(group),
+            KeyConditionExpression="#g = :g",
+            ExpressionAttributeNames={"#g": group_attribute(group), "#m": MEMBER, "#s": SORT_KEY},
+            ExpressionAttributeValues={":g": {"S": group}},
+            ProjectionExpression="#m, #s",
+        )
+        with client.store_errors(f"Query of group {group!r}"):
+            for item in items:
+                yield item[MEMBER]["S"], item[SORT_KEY]["S"]
+
+    def related_entries(self, group: str) -> dict[str, list[Entry]]:
+        """A product's group and its five rating groups from one Query of the byProduct partition
+        (a rating group is rebuilt with its product's)."""
+        sku = group.partition(RATING_SEPARATOR)[0]
+        items = paginate(
+            client.dynamodb_bulk().query,
+            TableName=table_name(),
+            IndexName=product_index_name(),
+            KeyConditionExpression="#g = :g",
+            ExpressionAttributeNames=ENTRY_ATTRIBUTES,
+            ExpressionAttributeValues={":g": {"S": sku}},
+            ProjectionExpression=ENTRY_PROJECTION,
+        )
+        with client.store_errors(f"Query of product {sku!r}"):
+            return {**{name: [] for name in product_groups(sku)}, **_entries_by_group(items)}
+
+    def group_count(self, group: str) -> int:
+        """A COUNT Query on the group's GSI partition, paged (DynamoDB still reads every item)."""
+        kwargs = {
+            "TableName": table_name(),
+            "IndexName": group_index_name(group),
+            "KeyConditionExpression": "#g = :g",
+            "ExpressionAttributeNames": {"#g": group_attribute(group)},
+            "ExpressionAttributeValues": {":g": {"S": group}},
+            "Select": "COUNT",
+        }
+        total = 0
+        with client.store_errors(f"COUNT Query of group {group!r}"):
+            while True:
+                response = client.dynamodb().query(**kwargs)  # the /ops/ page: a page's patience
+                total += response["Count"]
+                if "LastEvaluatedKey" not in response:
+                    return total
+                kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _scan_segment(self, segment: int, segments: int, on_item) -> dict[str, list[Entry]]:
+        items = paginate(client.dynamodb_bulk().scan, TableName=table_name(), Segment=segment, TotalSegments=segments,
+                         ExpressionAttributeNames=ENTRY_ATTRIBUTES, ProjectionExpression=ENTRY_PROJECTION)
+        with client.store_errors(f"Scan segment {segment} of {segments}"):
+            return _entries_by_group(items, on_item)
+
+    def all_entries(self, *, segments: int = 4, on_item: Callable[[], None] | None = None) -> dict[str, list[Entry]]:
+        """A parallel Scan of the table; on_item() is called from the Scan's threads."""
+        merged: dict[str, list[Entry]] = {}
+        with ThreadPoolExecutor(max_workers=segments) as pool:
+            parts = pool.map(self._scan_segment, range(segments), [segments] * segments, [on_item] * segments)
+            for part in parts:
+                for group, entries in part.items():
+                    merged.setdefault(group, []).extend(entries)
+        return merged
+
+    def has_items(self) -> bool:
+        with client.store_errors("Scan"):
+            response = client.dynamodb().scan(TableName=table_name(), Limit=1, ProjectionExpression="#m",
+                                              ExpressionAttributeNames={"#m": MEMBER})
+        return bool(response.get("Items"))
+
+    def approximate_item_count(self) -> int:
+        """DescribeTable's ItemCount: refreshed every few hours by DynamoDB, good for a progress bar."""
+        with client.store_errors("DescribeTable"):
+            return client.dynamodb_bulk().describe_table(TableName=table_name())["Table"].get("ItemCount", 0)

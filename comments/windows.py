@@ -1,0 +1,134 @@
+"""What product pages share between requests for a few seconds (COMMENTS_FAST_CACHE_SECONDS): each
+group's newest comments (the fast window), group counts, and the product row; and dropping them
+after a write."""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from django.conf import settings
+from django.core.cache import cache
+
+from comments import store, union
+from comments.store import Comment
+from comments.table.keys import product_groups, table_name
+from pagination_index import index
+from shop.models import Product
+
+
+@dataclass(frozen=True)
+class FastWindow:
+    comments: list[Comment]
+    complete: bool  # True when the group has no comments beyond these
+
+
+def fast_window_size() -> int:
+    return settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE
+
+
+def _fast_cache_key(group: str) -> str:
+    digest = hashlib.sha1(f"{table_name()}\0{group}".encode()).hexdigest()
+    return f"comments:fast:{digest}"
+
+
+class LocalMemo:
+    """Values by key for a few seconds, in this process only (no pickling, no round trip): expiry on
+    the monotonic clock; emptied whole when it reaches `limit` keys, which bounds its memory."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._items: dict[str, tuple[float, object]] = {}
+
+    def get_many(self, keys: Iterable[str], now: float) -> dict[str, object]:
+        found = {}
+        for key in keys:
+            expires, value = self._items.get(key, (0.0, None))
+            if now < expires:
+                found[key] = value
+        return found
+
+    def set_many(self, values: dict[str, object], expires: float) -> None:
+        if len(self._items) + len(values) > self.limit:
+            self._items.clear()
+        self._items.update({key: (expires, value) for key, value in values.items()})
+
+    def pop(self, key: str) -> None:
+        self._items.pop(key, None)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+# This process's fast windows: read without unpickling 200 comments from Django's cache on every
+# request (unpickling costs even with LocMemCache).
+_local_windows = LocalMemo(limit=1024)
+
+
+def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
+    """Each group's newest comments: one Query per group (in parallel), shared for a few seconds by
+    pages 1..FAST_PAGES of every filter that includes the group, in this process and in Django's
+    cache (shared with other processes when that is Redis)."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    keys = {group: _fast_cache_key(group) for group in groups}
+    now = time.monotonic()
+    local = _local_windows.get_many(keys.values(), now) if seconds else {}
+    found = {group: local[keys[group]] for group in groups if keys[group] in local}
+    rest = [group for group in groups if group not in found]
+    cached = cache.get_many([keys[group] for group in rest]) if seconds and rest else {}
+    missing = [group for group in rest if keys[group] not in cached]
+    fetched = union.parallel(lambda group: FastWindow(*store.newest(group, fast_window_size())), missing)
+    if seconds and fetched:
+        cache.set_many({keys[group]: window for group, window in zip(missing, fetched)}, seconds)
+    found.update({group: cached[keys[group]] for group in rest if keys[group] in cached})
+    found.update(zip(missing, fetched))
+    if seconds and rest:
+        _local_windows.set_many({keys[group]: found[group] for group in rest}, now + seconds)
+    return [found[group] for group in groups]
+
+
+def forget_fast_window(sku: str) -> None:
+    """Drop a product's cached windows and counts, its rating groups' included (after a write)."""
+    keys = [_fast_cache_key(group) for group in product_groups(sku)]
+    for key in keys:
+        _local_windows.pop(key)
+        _local_counts.pop(key)
+    cache.delete_many(keys)
+
+
+# This process's group counts for pages 1..FAST_PAGES and the rating bars: as fresh as the fast
+# windows they are shown with (COMMENTS_FAST_CACHE_SECONDS), and two index calls a request fewer on
+# the most viewed pages. Deeper pages count afresh: their reads need it.
+_local_counts = LocalMemo(limit=6 * 1024)  # a product and its five rating groups
+
+
+def recent_counts(groups: Sequence[str]) -> dict[str, int]:
+    """index.count_many(groups), shared by this process's requests for COMMENTS_FAST_CACHE_SECONDS.
+    Raises IndexUnavailable as count_many does (failures are not kept)."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    if not seconds:
+        return index.count_many(groups)
+    now = time.monotonic()
+    keys = {group: _fast_cache_key(group) for group in groups}
+    local = _local_counts.get_many(keys.values(), now)
+    counts = {group: local[keys[group]] for group in groups if keys[group] in local}
+    missing = [group for group in groups if group not in counts]
+    if missing:
+        fetched = index.count_many(missing)
+        _local_counts.set_many({keys[group]: fetched[group] for group in missing}, now + seconds)
+        counts.update(fetched)
+    return counts
+
+
+def product_for_page(*, sku: str) -> Product | None:
+    """The product a page shows, shared by its requests for COMMENTS_FAST_CACHE_SECONDS like the
+    fast window (an edit shows within that): most page views then need no database connection."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    key = f"comments:product:{hashlib.sha1(sku.encode()).hexdigest()}"
+    product = cache.get(key) if seconds else None
+    if product is None:
+        product = Product.objects.filter(sku=sku).first()
+        if seconds and product is not None:
+            cache.set(key, product, seconds)
+    return product
