@@ -8,10 +8,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# Runtime dependencies only (requirements-dev.txt stays out of the image); psycopg[binary] and
-# the rest are wheels, so no compiler is needed.
-COPY requirements.txt ./
-RUN pip install -r requirements.txt
+# Runtime dependencies only (the dev lock stays out of the image), every one, transitive ones
+# included, at requirements.lock's version and hash; psycopg[binary] and the rest are wheels, so no
+# compiler is needed.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 
 RUN useradd --system --create-home --uid 10001 --user-group shop
 

