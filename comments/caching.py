@@ -17,6 +17,7 @@ from django.core.cache import cache
 from django.http import HttpResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.utils.http import http_date
+from django.views.decorators.http import condition
 
 from comments.paging import CommentPage
 from comments.store import parse_sk
@@ -76,6 +77,19 @@ def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpRespon
         html = render().content
         cache.set(key, html, seconds)
     return HttpResponse(html)
+
+
+def unchanged_response(request, *, etag: str, last_modified: datetime) -> HttpResponse | None:
+    """The 304 (or 412) that Django's documented `condition` decorator answers when the request's
+    validators match the page's, else None: the page must be rendered."""
+    proceed = HttpResponse()
+
+    @condition(etag_func=lambda request: etag, last_modified_func=lambda request: last_modified)
+    def page(request):
+        return proceed
+
+    response = page(request)
+    return None if response is proceed else response
 
 
 def http_timestamp(moment: datetime) -> int:

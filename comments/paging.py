@@ -11,11 +11,17 @@ from comments.union import Position
 
 
 class CommentPaginator(Paginator):
-    """A Paginator whose count comes from the index, not from len(object_list)."""
+    """A Paginator whose count comes from the index, not from len(object_list). `count` is overridden
+    as a plain property (the pages' comments come from DynamoDB, never from `page()`), so nothing relies
+    on how Django caches its own `count`."""
 
     def __init__(self, count: int, per_page: int):
         super().__init__((), per_page, allow_empty_first_page=True)
-        self.__dict__["count"] = count
+        self._index_count = count
+
+    @property
+    def count(self) -> int:
+        return self._index_count
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,15 @@ from datetime import datetime, timezone
 from typing import Iterable
 
 from botocore.exceptions import ClientError
-from django.utils.dates import MONTHS
 
 from comments.table.client import dynamodb, store_errors
 from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
 from pagination_index import SORT_KEY_FORMAT
+
+# The English month names Django's `date:"F"` writes (the site is in English), by month number.
+MONTHS = {number: name for number, name in enumerate(
+    ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+     "December"), start=1)}
 
 BATCH_WRITE_MAX = 25
 

@@ -6,7 +6,6 @@ from django.core.paginator import InvalidPage
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.cache import get_conditional_response
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
@@ -71,7 +70,7 @@ def product_detail(request, sku):
     etag = caching.page_etag(digest)
     last_modified = caching.product_last_modified(product, page.newest_sk)
     if not personal:
-        response = get_conditional_response(request, etag=etag, last_modified=caching.http_timestamp(last_modified))
+        response = caching.unchanged_response(request, etag=etag, last_modified=last_modified)
         if response is not None:  # 304 (or 412), without rendering
             return caching.set_cache_headers(request, response, etag=etag, last_modified=last_modified)
 

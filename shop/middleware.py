@@ -10,9 +10,9 @@ import uuid
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.middleware.http import ConditionalGetMiddleware
 from django.shortcuts import render
-from django.utils.cache import get_conditional_response
-from django.utils.http import parse_http_date_safe
+from django.utils.cache import patch_cache_control
 
 from comments.table.client import StoreUnavailable
 from pagination_index import IndexUnavailable
@@ -123,6 +123,8 @@ class MicroCacheMiddleware:
         self.get_response = get_response
         self.seconds = settings.RESPONSE_MICRO_CACHE_SECONDS
         self.entries: dict[tuple, tuple] = {}
+        # Django's documented conditional GET: a replay whose validators match answers 304 with its headers.
+        self.conditional_get = ConditionalGetMiddleware(get_response)
 
     def __call__(self, request):
         if not self.seconds:
@@ -163,11 +165,25 @@ class MicroCacheMiddleware:
         self.entries[key] = (now + self.seconds, response.content, headers,
                              response.get("ETag"), response.get("Last-Modified"))
 
-    @staticmethod
-    def replay(request, entry: tuple):
+    def replay(self, request, entry: tuple):
         _, content, headers, etag, last_modified = entry
         response = HttpResponse(content, headers=headers)
         if etag is None and last_modified is None:
             return response
-        timestamp = parse_http_date_safe(last_modified) if last_modified else None
-        return get_conditional_response(request, etag=etag, last_modified=timestamp, response=response)
+        return self.conditional_get.process_response(request, response)
+
+
+class CookieResponsesArePrivateMiddleware:
+    """A response that sets a cookie is for one visitor: `public` becomes `private`, whatever the view
+    chose, so no shared cache stores it. It sits outside SessionMiddleware and CsrfViewMiddleware, which
+    add their cookies after the view has set Cache-Control (a `{% csrf_token %}` on a public page sets the
+    CSRF cookie that way). It reads the response's own cookies, no internal flag of Django's."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if response.cookies and "public" in response.get("Cache-Control", ""):
+            patch_cache_control(response, private=True)
+        return response

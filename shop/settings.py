@@ -66,6 +66,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
+    "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "shop.middleware.ContentSecurityPolicyMiddleware",

@@ -5,8 +5,8 @@ from datetime import datetime, timezone
 import pytest
 from django.contrib.messages import constants
 from django.contrib.messages.storage.cookie import CookieStorage
-from django.core.management import call_command
 from django.contrib.sessions.backends.db import SessionStore
+from django.core.management import call_command
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
@@ -70,6 +70,12 @@ def test_if_none_match_gets_304_without_rendering(client, cached_product, url):
     assert again.templates == []
     assert again["ETag"] == first["ETag"] and again["Cache-Control"] == first["Cache-Control"]
     assert client.get(url, headers={"If-None-Match": '"something-else"'}).status_code == 200
+
+
+def test_a_failed_if_match_gets_412(client, cached_product):
+    first = client.get(URL + "?page=2")
+    assert client.get(URL + "?page=2", headers={"If-Match": '"another-version"'}).status_code == 412
+    assert client.get(URL + "?page=2", headers={"If-Match": first["ETag"]}).status_code == 200
 
 
 def test_if_modified_since_gets_304(client, cached_product):

@@ -76,6 +76,13 @@ def test_comment_dates_read_as_the_date_filter_writes_them(sk):
     assert comment.created_html == created.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@pytest.mark.parametrize("month", range(1, 13))
+def test_every_month_is_named_as_the_date_filter_names_it(month):
+    sk = f"2025-{month:02d}-17T08:00:00.000000Z"
+    comment = Comment(pk="c", sk=sk, sku="S", author="a", body="b", rating=3)
+    assert comment.created_day == dateformat.format(parse_sk(sk), "j F Y")
+
+
 @pytest.mark.parametrize(("rating", "stars"), [(0, "☆☆☆☆☆"), (1, "★☆☆☆☆"), (4, "★★★★☆"), (5, "★★★★★"), (9, "★★★★★")])
 def test_stars(rating, stars):
     assert Comment(pk="c", sk="2024-01-01T00:00:00.000000Z", sku="S", author="a", body="b", rating=rating).stars == stars
