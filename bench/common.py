@@ -61,20 +61,49 @@ def shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
+def add_database_alias(alias: str, config: dict) -> None:
+    """A database alias of the run's own, added after start-up. Django has no public API for that: this
+    and forget_database_alias are the benchmarks' one use of the connection handler's configure_settings
+    (tests/conftest.py adds its PostgreSQL alias the same way, so the test suite fails first if it changes)."""
+    from django.conf import settings
+    from django.db import connections
+
+    settings.DATABASES[alias] = config
+    connections.configure_settings(settings.DATABASES)  # fills the alias's defaults, as at start-up
+
+
+def forget_database_alias(alias: str) -> None:
+    """Close `alias`'s connection and remove it, so that it can be added again with another database."""
+    from django.conf import settings
+    from django.db import connections
+
+    connections[alias].close()
+    del connections[alias]
+    settings.DATABASES.pop(alias, None)
+
+
+def get_environ(path: str, query: str = "") -> dict:
+    """A WSGI environ for `GET path?query`, filled in by the standard library's test defaults."""
+    from wsgiref.util import setup_testing_defaults
+
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": query}
+    setup_testing_defaults(environ)
+    return environ
+
+
 def page_server(paths: list[str], seed: int):
     """serve(count): `count` GETs of paths drawn from `paths`, through Django's WSGI handler in this
     process (no HTTP server); anything but a 200 stops the benchmark."""
     import random
 
     from django.core.handlers.wsgi import WSGIHandler
-    from django.test import RequestFactory
 
-    handler, factory, rng = WSGIHandler(), RequestFactory(), random.Random(seed)
+    handler, rng = WSGIHandler(), random.Random(seed)
 
     def serve(count: int) -> None:
         for _ in range(count):
             path, _, query = rng.choice(paths).partition("?")
-            environ = factory._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
+            environ = get_environ(path, query)
             status = []
             b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
             if not status[0].startswith("200"):

@@ -23,6 +23,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.common import add_database_alias
 from stack.dynamodb_local import DynamoDBLocal, free_port
 from tests.services import RedisServer
 
@@ -132,7 +133,6 @@ def postgres_index():
     """The relational backend on a PostgreSQL database of this run's own (created, filled, dropped)."""
     import dj_database_url
     import psycopg
-    from django.conf import settings
     from django.core.management import call_command
     from django.db import connections
     from django.test import override_settings
@@ -142,8 +142,7 @@ def postgres_index():
         admin.execute(f'CREATE DATABASE "{name}"')
         version = admin.execute("SHOW server_version").fetchone()[0]
     alias = "bench_postgres"
-    settings.DATABASES[alias] = {**dj_database_url.parse(POSTGRES_URL, conn_max_age=60), "NAME": name}
-    connections.configure_settings(settings.DATABASES)
+    add_database_alias(alias, {**dj_database_url.parse(POSTGRES_URL, conn_max_age=60), "NAME": name})
     config = {"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": {"DATABASE": alias}}
     try:
         call_command("migrate", database=alias, verbosity=0)

@@ -49,7 +49,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connections  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
-from bench.common import machine_info, pyplot  # noqa: E402
+from bench.common import add_database_alias, machine_info, pyplot  # noqa: E402
 from pagination_index import micros_sort_key  # noqa: E402
 from pagination_index.backends.redis import RedisIndex, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
@@ -99,8 +99,7 @@ def make_entries(size: int, seed: int) -> list[Entry]:
 
 def add_database(alias: str, config: dict) -> None:
     """A database alias of the run's own, migrated."""
-    settings.DATABASES[alias] = config
-    connections.configure_settings(settings.DATABASES)
+    add_database_alias(alias, config)
     call_command("migrate", database=alias, verbosity=0)
 
 

@@ -8,7 +8,8 @@ Each page is served through Django's WSGI handler (middleware, view, template, E
 the HTTP server), with the fast window's and the rendered pages' caches off so every request does its own reads and renders. Timers wrap
 the index backend's methods and the boto3 client's calls on their instances, in this process only:
 "index" is time inside the backend, "DynamoDB" time inside the client's calls (of which "wire" is the
-HTTP round trip, the rest botocore), "ours" everything else (also as this thread's CPU time, which other processes on a busy machine do
+HTTP round trip with the response read, timed by botocore's before-send and before-parse events, the
+rest botocore), "ours" everything else (also as this thread's CPU time, which other processes on a busy machine do
 not inflate).
 
 DynamoDB Local's Query from an ExclusiveStartKey gets slower the deeper the key (real DynamoDB's does
@@ -28,7 +29,17 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from functools import wraps
 
-from bench.common import DYNAMODB_LOCAL, format_table, machine_info, pyplot, result_path, shown, stamp, write_json
+from bench.common import (
+    DYNAMODB_LOCAL,
+    format_table,
+    get_environ,
+    machine_info,
+    pyplot,
+    result_path,
+    shown,
+    stamp,
+    write_json,
+)
 from bench.dataset import DATA, FLAGSHIP, Dataset, postgres_index, redis_index
 from stack.dynamodb_local import free_port, is_up
 
@@ -79,23 +90,34 @@ def instrumented(timers: Timers):
     from pagination_index import get_index
 
     index, client = get_index(), dynamodb()
-    http = client._endpoint.http_session  # botocore's HTTP session: the wire time of every call
     originals = [(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
     for target, name in originals:
         setattr(target, name, timers.wrap("dynamodb" if target is client else "index", getattr(target, name)))
-    http.send = timers.wrap("wire", http.send)
+    # The wire time of every attempt, through botocore's event hooks: from just before the request is
+    # sent to just before its response (read in full) is parsed.
+    sent = []
+
+    def before_send(**kwargs):
+        sent[:] = [time.perf_counter()]  # returns None: botocore sends the request itself
+
+    def before_parse(**kwargs):
+        if sent:
+            timers.spent["wire"] += time.perf_counter() - sent.pop()
+
+    events = client.meta.events
+    events.register("before-send.dynamodb", before_send, unique_id="bench-wire-send")
+    events.register("before-parse.dynamodb", before_parse, unique_id="bench-wire-parse")
     try:
         yield
     finally:
         for target, name in originals:
             delattr(target, name)
-        del http.send
+        events.unregister("before-send.dynamodb", unique_id="bench-wire-send")
+        events.unregister("before-parse.dynamodb", unique_id="bench-wire-parse")
 
 
 def serve(handler, path: str, query: str) -> int:
-    from django.test import RequestFactory
-
-    environ = RequestFactory()._base_environ(PATH_INFO=path, QUERY_STRING=query, REQUEST_METHOD="GET")
+    environ = get_environ(path, query)
     status = []
     body = b"".join(handler(environ, lambda code, headers, exc_info=None: status.append(code)))
     if not status[0].startswith("200") or b'class="pagination"' not in body:

@@ -38,6 +38,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import DEFAULT_DB_ALIAS, connections  # noqa: E402
 
+from bench.common import add_database_alias, forget_database_alias  # noqa: E402
 from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex  # noqa: E402
 from pagination_index.models import IndexEntry  # noqa: E402
 
@@ -64,7 +65,7 @@ def summary(samples: list[float]) -> dict:
 
 
 def use_database(config: dict) -> None:
-    connections.settings[ALIAS] = connections.configure_settings({DEFAULT_DB_ALIAS: config})[DEFAULT_DB_ALIAS]
+    add_database_alias(ALIAS, config)
     call_command("migrate", "pagination_index", database=ALIAS, verbosity=0)
 
 
@@ -197,9 +198,7 @@ def run(vendor: str, args) -> dict:
             result["blocks_per_level"] = dict(cursor.fetchall())
         return result
     finally:
-        connections[ALIAS].close()
-        del connections[ALIAS]
-        del connections.settings[ALIAS]
+        forget_database_alias(ALIAS)
         if vendor == "postgresql":
             with psycopg.connect(args.postgres_url, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

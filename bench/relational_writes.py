@@ -39,9 +39,17 @@ django.setup()
 
 import psycopg  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import DEFAULT_DB_ALIAS, connections  # noqa: E402
+from django.db import connections  # noqa: E402
 
-from bench.common import format_table, machine_info, shown, stamp, write_json  # noqa: E402
+from bench.common import (  # noqa: E402
+    add_database_alias,
+    forget_database_alias,
+    format_table,
+    machine_info,
+    shown,
+    stamp,
+    write_json,
+)
 from bench.index_depth import make_entries  # noqa: E402
 from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex  # noqa: E402
 
@@ -111,7 +119,7 @@ def run(vendor: str, entries: list, args) -> dict:
         workdir = tempfile.TemporaryDirectory(prefix="bench-writes-")
         config = {**dj_database_url.parse(f"sqlite:///{workdir.name}/bench.sqlite3"),
                   "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}}
-    connections.settings[ALIAS] = connections.configure_settings({DEFAULT_DB_ALIAS: config})[DEFAULT_DB_ALIAS]
+    add_database_alias(ALIAS, config)
     try:
         call_command("migrate", "pagination_index", database=ALIAS, verbosity=0)
         backends = {"blocks": RelationalIndex({"DATABASE": ALIAS}), "plain": PlainRelationalIndex({"DATABASE": ALIAS})}
@@ -122,9 +130,7 @@ def run(vendor: str, entries: list, args) -> dict:
                 results[f"{backend}|{how}"] = load(backends[backend], vendor, f"{backend}-{how}", entries, how, args.batch)
         return {"database": vendor, "loads": results}
     finally:
-        connections[ALIAS].close()
-        del connections[ALIAS]
-        del connections.settings[ALIAS]
+        forget_database_alias(ALIAS)
         if vendor == "postgresql":
             with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -5,7 +5,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from django.db import connection
+import psycopg
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connection
 
 from comments.table.client import dynamodb_probe
 from comments.table.keys import table_name
@@ -18,9 +20,30 @@ logger = logging.getLogger(__name__)
 READINESS_GROUP = "__readyz__"  # an index group no product uses: count() of it is a cheap round trip
 
 
+# OPTIONS that Django's PostgreSQL backend reads itself and libpq would refuse.
+DJANGO_ONLY_OPTIONS = frozenset({"isolation_level", "server_side_binding", "pool", "assume_role", "cursor_factory"})
+
+
+def probe_database(database: dict, *, connect_timeout: int) -> None:
+    """SELECT 1 on the database of `database` (a DATABASES entry). PostgreSQL gets a connection of the
+    probe's own, opened with `connect_timeout`: neither a pooled connection left hanging by a vanished
+    server nor one that accepts and never answers can hold /readyz. Other databases (SQLite, a file)
+    are asked through Django's connection."""
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return
+    options = {key: value for key, value in database.get("OPTIONS", {}).items() if key not in DJANGO_ONLY_OPTIONS}
+    params = {"dbname": database.get("NAME"), "user": database.get("USER"), "password": database.get("PASSWORD"),
+              "host": database.get("HOST"), "port": database.get("PORT")}
+    params = {key: value for key, value in {**params, **options}.items() if value not in (None, "")}
+    params["connect_timeout"] = connect_timeout
+    with psycopg.connect(**params, autocommit=True) as probe:
+        probe.execute("SELECT 1")
+
+
 def _check_database() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
+    probe_database(settings.DATABASES[DEFAULT_DB_ALIAS], connect_timeout=settings.DATABASE_CONNECT_TIMEOUT)
 
 
 def _check_dynamodb() -> None:

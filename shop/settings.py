@@ -110,9 +110,11 @@ DATABASES = {
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+# Seconds to wait for a PostgreSQL connection (pages and /readyz's probe): a PostgreSQL that is down is a
+# quick 503, not a hung page.
+DATABASE_CONNECT_TIMEOUT = int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "3"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Seconds to wait for a connection: a PostgreSQL that is down is a quick 503, not a hung page.
-    DATABASES["default"]["OPTIONS"] = {"connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "3"))}
+    DATABASES["default"]["OPTIONS"] = {"connect_timeout": DATABASE_CONNECT_TIMEOUT}
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets page reads go on while sync_index writes the index.
     DATABASES["default"]["OPTIONS"] = {
