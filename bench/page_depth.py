@@ -5,7 +5,7 @@ beside the baseline that reaches page N by reading pages 1..N-1 through LastEval
     python -m bench.page_depth --smoke    # 3,000 comments: a quick check that it all works
 
 Each page is served through Django's WSGI handler (middleware, view, template, ETag: everything but
-the HTTP server), with the fast window's and the rendered pages' caches off so every request does its own reads and renders. Timers wrap
+the HTTP server), with the fast window's, the rendered pages' and the micro-cache off so every request does its own reads and renders. Timers wrap
 the index backend's methods and the boto3 client's calls on their instances, in this process only:
 "index" is time inside the backend, "DynamoDB" time inside the client's calls (of which "wire" is the
 HTTP round trip with the response read, timed by botocore's before-send and before-parse events, the
@@ -347,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
 
         call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
         out(f"page_depth: {FLAGSHIP} with {size:,} comments, pages {', '.join(f'{p:,}' for p in pages)}")
-        with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, COMMENTS_RENDERED_CACHE_SECONDS=0):
+        # Every cache that would serve a page without its reads is off, the per-process micro-cache too
+        # (its middleware reads the setting when bench_backend builds the WSGI handler).
+        with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, COMMENTS_RENDERED_CACHE_SECONDS=0,
+                               RESPONSE_MICRO_CACHE_SECONDS=0):
             baseline, starts = [], []
             if not args.dynalite_only:
                 rows += bench_backend("relational/SQLite", pages, out)
