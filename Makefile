@@ -66,9 +66,10 @@ $(VENV)/.dev: requirements-dev.lock $(VENV)/.runtime
 # run the guard tests (docs/operations.md, "Upgrading dependencies").
 PIP_TOOLS := .pip-tools
 PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(PIP_TOOLS)/bin/pip-compile --quiet --generate-hashes --no-emit-find-links --no-emit-index-url --strip-extras
+# Other locked versions are kept; `make lock LOCK_ARGS=--upgrade` moves the transitive ones to their newest.
 lock: $(PIP_TOOLS)/bin/pip-compile
-	$(PIP_COMPILE) --output-file requirements.lock requirements.txt
-	$(PIP_COMPILE) --output-file requirements-dev.lock requirements-dev.txt
+	$(PIP_COMPILE) $(LOCK_ARGS) --output-file requirements.lock requirements.txt
+	$(PIP_COMPILE) $(LOCK_ARGS) --output-file requirements-dev.lock requirements-dev.txt
 
 $(PIP_TOOLS)/bin/pip-compile:
 	$(PYTHON) -m venv $(PIP_TOOLS)
