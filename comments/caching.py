@@ -37,7 +37,8 @@ def template_fingerprint() -> str:
 
 def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
     """When a product page last changed: a new comment shifts every page and changes the count;
-    the product row changes the header. (Removals are not dated; the ETag still catches them.)"""
+    the product row changes the header. (Removals are not dated; the ETag still catches them.)
+    For a stable archive page, `newest_sk` is the page's own newest comment: when it got its comments."""
     if newest_sk is None:
         return product.updated_at
     return max(product.updated_at, parse_sk(newest_sk))
@@ -54,7 +55,10 @@ def page_digest(request, product: Product, page: CommentPage) -> str:
         [page.ratings.count, page.ratings.total] if page.ratings else None,
         sorted(page.rating_stats.counts.items()) if page.rating_stats else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
+        settings.COMMENTS_PAGE_NUMBERING,
     ]
+    if page.archive:  # a stable archive page shows no product-wide figure: its ETag outlives posts
+        shown[3:6] = [page.number, None, None]
     return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -95,16 +99,20 @@ def is_personal(request, response) -> bool:
 
 
 def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None,
-                      personal: bool = False):
-    """Validators, then `public` only when the page is the same for everyone; a page read through the
-    visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a flash
-    message page is not stored at all."""
+                      personal: bool = False, max_age: int | None = None):
+    """Validators (when given), then `public` only when the page is the same for everyone; a page read
+    through the visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a
+    flash message page is not stored at all. `max_age` defaults to COMMENTS_PAGE_MAX_AGE (full
+    archive pages of stable numbering pass COMMENTS_ARCHIVE_MAX_AGE)."""
     if personal:
         patch_cache_control(response, no_store=True, private=True)
         return response
-    response.headers["ETag"] = etag
-    response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
-    max_age = settings.COMMENTS_PAGE_MAX_AGE
+    if etag is not None:
+        response.headers["ETag"] = etag
+    if last_modified is not None:
+        response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
+    if max_age is None:
+        max_age = settings.COMMENTS_PAGE_MAX_AGE
     if is_personal(request, response):
         patch_cache_control(response, private=True, max_age=max_age)
         patch_vary_headers(response, ("Cookie",))

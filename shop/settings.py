@@ -205,6 +205,11 @@ SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
 COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
+# What ?page=N means on a product's unfiltered pages: "newest" (page 1 = the newest comments, so
+# every post shifts every page) or "stable" (archive pages counted from the oldest comment, so a
+# post changes the landing page and the newest archive page only). docs/architecture.md, "Stable
+# page numbers"; switching a live site changes what old ?page=N URLs show.
+COMMENTS_PAGE_NUMBERING = os.environ.get("COMMENTS_PAGE_NUMBERING", "newest")
 # At most this many comment posts per client per minute (0 turns the limit off), counted in the
 # default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
 COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
@@ -244,6 +249,8 @@ RESPONSE_MICRO_CACHE_SECONDS = float(os.environ.get("RESPONSE_MICRO_CACHE_SECOND
 RESPONSE_MICRO_CACHE_ENTRIES = int(os.environ.get("RESPONSE_MICRO_CACHE_ENTRIES", "256"))
 # Product pages' Cache-Control max-age in seconds (public for cookie-less visitors, else private).
 COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
+# With COMMENTS_PAGE_NUMBERING=stable: max-age of full archive pages, whose comments no post changes.
+COMMENTS_ARCHIVE_MAX_AGE = int(os.environ.get("COMMENTS_ARCHIVE_MAX_AGE", "86400"))
 
 # --- Static files ---------------------------------------------------------------------------
 # Served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build) under
