@@ -36,7 +36,7 @@ def snapshot(client, urls):
     seen = {}
     for url in urls:
         response = client.get(url)
-        assert response.status_code in (200, 302, 404), (url, response.status_code)
+        assert response.status_code in (200, 301, 302, 404), (url, response.status_code)
         seen[url] = (response.status_code, response.get("Location"), response.get("ETag"),
                      response.get("Last-Modified"), response.get("Cache-Control"), response.content)
     return seen
