@@ -294,3 +294,35 @@ def test_archive_pager_links_only_pages_that_outlive_it():
     landing = archive_pager_links("/p/", None, 599)
     assert landing[0][0].label == "Newest" and landing[0][0].current
     assert [link.number for link in landing[1]] == [599, 598, 597]  # newest first
+
+
+# --- What a crawler sees --------------------------------------------------------------------------
+
+@ONE_BACKEND
+def test_a_crawler_meets_no_broken_link_no_duplicate_list_and_the_sitemap_s_pages(client, stable_product,
+                                                                                  stable_comments):
+    """From /, following <a href> only: every link answers 200, or 302 to the landing page (the
+    archive page that is filling up); every 200 is canonical to itself and shows a list of its own;
+    every comment is on some page; the sitemap lists exactly the 200s."""
+    from tests.crawler import crawl, path_and_query
+    from tests.test_crawl import main_content
+
+    factories.product("STABLE-NONE")
+    results = crawl(client)
+    landing = f"http://testserver/products/{SKU}/"
+    redirects = {url: r["status"] for url, r in results.items() if r["status"] != 200}
+    assert redirects == {f"{landing}?page=13": 302}
+    assert client.get(f"/products/{SKU}/?page=13")["Location"] == f"/products/{SKU}/"
+    ok = {url: r for url, r in results.items() if r["status"] == 200}
+    for url, r in ok.items():
+        assert r["page"]["canonical"] == url, url
+    fingerprints = [main_content(r["html"]) for r in ok.values()]
+    assert len(set(fingerprints)) == len(fingerprints)
+    archive = [pk for url, r in ok.items() if "?page=" in url for pk, _ in r["page"]["comments"]]
+    assert sorted(archive) == sorted(c.pk for c in stable_comments[5:])  # each once; the newest 5 on the landing page
+    assert {pk for pk, _ in ok[landing]["page"]["comments"]} >= {c.pk for c in stable_comments[:5]}
+
+    listed = set()
+    for section in re.findall(r"<loc>(.*?)</loc>", client.get("/sitemap.xml").content.decode()):
+        listed.update(re.findall(r"<loc>(.*?)</loc>", client.get(path_and_query(section)).content.decode()))
+    assert listed == set(ok)
