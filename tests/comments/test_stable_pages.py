@@ -358,3 +358,25 @@ def test_reads_per_page_landing_one_query_archive_one_lookup_and_one_query(clien
     # The lookup is the boundary's entry with its neighbours (one range() of 3: ties), as for a
     # deep newest-first page; page 5 (newest-first ranks 145..164) has no tie at its edges.
     assert archive == ["count", "range", "Query"]
+
+
+@pytest.mark.django_db
+def test_index_down_landing_serves_archive_is_503_unless_the_window_holds_everything(client, stable, settings,
+                                                                                     stable_comments):
+    """With the index unreachable (Redis on a closed port): the landing page renders from DynamoDB;
+    an archive page needs the count, so it is a 503 with Retry-After, unless the product's comments
+    all fit the fast window, which then gives the count too."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                 "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")}
+    factories.product(SKU, "Stable spoons")
+    small = factories.product("STABLE-SMALL")
+    factories.seed("STABLE-SMALL", 45, seed=2)
+    assert client.get(f"/products/{SKU}/").status_code == 200
+    down = client.get(f"/products/{SKU}/?page=3")
+    assert down.status_code == 503 and down["Retry-After"]
+    assert client.get(small.get_absolute_url() + "?page=2").status_code == 200  # 45: pages 1, 2 served
