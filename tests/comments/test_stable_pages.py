@@ -380,3 +380,12 @@ def test_index_down_landing_serves_archive_is_503_unless_the_window_holds_everyt
     down = client.get(f"/products/{SKU}/?page=3")
     assert down.status_code == 503 and down["Retry-After"]
     assert client.get(small.get_absolute_url() + "?page=2").status_code == 200  # 45: pages 1, 2 served
+
+
+def test_a_misspelt_numbering_is_a_system_check_error(settings):
+    from comments.apps import check_page_numbering
+
+    settings.COMMENTS_PAGE_NUMBERING = "stabel"
+    assert [error.id for error in check_page_numbering()] == ["comments.E001"]
+    settings.COMMENTS_PAGE_NUMBERING = "stable"
+    assert check_page_numbering() == []
