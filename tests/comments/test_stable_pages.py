@@ -277,7 +277,7 @@ def clicks_from_landing(newest: int) -> dict:
     return clicks
 
 
-@pytest.mark.parametrize("newest, depth", [(1, 1), (12, 3), (599, 7), (5_000, 9), (100_000, 13)])
+@pytest.mark.parametrize("newest, depth", [(1, 1), (12, 2), (599, 7), (5_000, 9), (100_000, 13)])
 def test_every_archive_page_is_reachable_from_the_landing_page(newest, depth):
     clicks = clicks_from_landing(newest)
     assert len(clicks) == newest + 1  # every archive page and the landing page
@@ -293,7 +293,7 @@ def test_archive_pager_links_only_pages_that_outlive_it():
         assert max(archive_numbers(number, 0)) == number + 1
     landing = archive_pager_links("/p/", None, 599)
     assert landing[0][0].label == "Newest" and landing[0][0].current
-    assert [link.number for link in landing[1]] == [599, 598, 597]  # newest first
+    assert [link.number for link in landing[1]] == [599, 598, 597, 595]  # newest first
 
 
 # --- What a crawler sees --------------------------------------------------------------------------
