@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,7 @@ class Gunicorn:
         return [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "shop.wsgi"]
 
     def __enter__(self) -> "Gunicorn":
+        self.log_offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=log)
         deadline = time.monotonic() + 60
@@ -129,6 +131,14 @@ class Gunicorn:
 
     def workers(self) -> list[int]:
         return process_tree(self.process.pid)[1:]
+
+    def boot_cpu_s(self) -> list[float]:
+        """CPU seconds each worker spent booting (importing the app), as gunicorn.conf.py's
+        post_worker_init hook logs it: what every recycle by max_requests costs again."""
+        with open(self.log, "rb") as log:
+            log.seek(self.log_offset)
+            text = log.read().decode(errors="replace")
+        return [float(match) for match in re.findall(r"worker booted in ([0-9.]+) s of CPU", text)]
 
 
 def run_wrk(port: int, paths_file: Path, connections: int, seconds: int, timeout: int) -> dict:
@@ -164,12 +174,14 @@ def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, sec
                 warm(port, paths_file.read_text().split())
                 for count in connections:
                     nginx_pids = proxy.pids() if proxy else []
+                    workers_before = set(gunicorn.workers())
                     before = (cpu_seconds(gunicorn.process.pid), cpu_seconds(0, nginx_pids) if proxy else 0.0,
                               cpu_seconds(0, [jvm]))
                     result = run_wrk(port, paths_file, count, seconds, timeout)
                     after = (cpu_seconds(gunicorn.process.pid), cpu_seconds(0, nginx_pids) if proxy else 0.0,
                              cpu_seconds(0, [jvm]))
                     requests = max(result["requests"], 1)
+                    restarts = len(set(gunicorn.workers()) - workers_before)
                     cpu_ms = [round((end - start) * 1000 / requests, 3) for start, end in zip(before, after)]
                     errors = sum(result[key] for key in ERROR_KINDS)
                     row = {"backend": name, "server": label, "via": via, "mix": mix, "connections": count,
@@ -177,15 +189,16 @@ def bench_backend(name: str, env: dict, paths: dict[str, Path], connections, sec
                            "requests_per_s": round(result["requests"] / (result["duration_us"] / 1e6), 1),
                            "p50_ms": result["p50_us"] / 1000, "p95_ms": result["p95_us"] / 1000,
                            "p99_ms": result["p99_us"] / 1000, "max_ms": result["max_us"] / 1000,
-                           "errors": errors, "wrk": result,
+                           "errors": errors, "wrk": result, "worker_restarts": restarts,
                            "cpu_ms_per_request": cpu_ms[0], "nginx_cpu_ms_per_request": cpu_ms[1],
                            "dynamodb_local_cpu_ms_per_request": cpu_ms[2],
                            "load_average": os.getloadavg()}
                     rows.append(row)
                     out(f"  {name:<10} {label:<12} {via:<16} {mix:<5} c={count:<3} {row['requests_per_s']:8.1f} req/s"
                         f"  p50 {row['p50_ms']:.1f} ms  p95 {row['p95_ms']:.1f}  p99 {row['p99_ms']:.1f}  errors {errors}"
-                        f"  CPU gunicorn {cpu_ms[0]:.2f} nginx {cpu_ms[1]:.2f} JVM {cpu_ms[2]:.2f} ms/req")
-        memory = {"workers": len(gunicorn.workers()), "vmrss_kib": [rss_kib(pid) for pid in gunicorn.workers()],
+                        f"  CPU gunicorn {cpu_ms[0]:.2f} nginx {cpu_ms[1]:.2f} JVM {cpu_ms[2]:.2f} ms/req"
+                        f"  workers recycled {restarts}")
+        memory = {"workers": len(gunicorn.workers()), "worker_boot_cpu_s": gunicorn.boot_cpu_s(), "vmrss_kib": [rss_kib(pid) for pid in gunicorn.workers()],
                   "master_vmrss_kib": rss_kib(gunicorn.process.pid)}
     return rows, memory
 
@@ -275,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     out("\n" + table)
     for backend, used in memory.items():
         out(f"  {backend}: {used['workers']} workers, VmRSS after the runs "
-            f"{', '.join(f'{kib / 1024:.0f}' for kib in used['vmrss_kib'])} MiB")
+            f"{', '.join(f'{kib / 1024:.0f}' for kib in used['vmrss_kib'])} MiB; CPU of a worker's boot "
+            f"(before its first request) {', '.join(f'{s:.2f}' for s in used['worker_boot_cpu_s'])} s")
     when = stamp()
     png = result_path("load", args.smoke, when, "png")
     plot(rows, png)
