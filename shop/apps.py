@@ -1,6 +1,19 @@
 from django.apps import AppConfig
+from django.core.signals import request_finished, request_started
+
+from shop.logs import current_request_id
+
+
+def clear_request_id(**kwargs):
+    """No request id outside a request: none before the middleware sets one, none once the response is
+    closed (a thread serves many requests, and logs between them)."""
+    current_request_id.set(None)
 
 
 class ShopConfig(AppConfig):
     name = "shop"
     verbose_name = "Shop"
+
+    def ready(self):
+        request_started.connect(clear_request_id, dispatch_uid="shop.clear_request_id.started")
+        request_finished.connect(clear_request_id, dispatch_uid="shop.clear_request_id.finished")
