@@ -1,3 +1,5 @@
+import logging
+
 from django.apps import AppConfig
 from django.core.signals import request_finished, request_started
 
@@ -15,5 +17,8 @@ class ShopConfig(AppConfig):
     verbose_name = "Shop"
 
     def ready(self):
+        # Python warnings (a missing static folder, a deprecation) become log lines in the log's format
+        # (logger py.warnings) instead of raw text among the JSON lines.
+        logging.captureWarnings(True)
         request_started.connect(clear_request_id, dispatch_uid="shop.clear_request_id.started")
         request_finished.connect(clear_request_id, dispatch_uid="shop.clear_request_id.finished")
