@@ -298,6 +298,7 @@ CONTENT_SECURITY_POLICY = os.environ.get(
 # Every line logged during a request carries its request_id (the filter). gunicorn's own lines use the
 # same formatter (gunicorn.conf.py, shop.gunicorn_logging).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -313,12 +314,13 @@ LOGGING = {
             "filters": ["request_id"],
         },
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # Django's default logging gives `django` a console handler of its own for DEBUG and
         # `django.server` another; naming `django` here drops both (and resets its children), so each
         # django.* line reaches the one root handler once, in this format, with or without DEBUG.
-        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        # Its level follows LOG_LEVEL but stays above DEBUG (one line per SQL query).
+        "django": {"handlers": [], "level": "INFO" if LOG_LEVEL == "DEBUG" else LOG_LEVEL, "propagate": True},
         "botocore": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
     },

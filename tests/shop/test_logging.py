@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from shop.logs import JSONFormatter, RequestIdFilter
+from shop.logs import JSONFormatter, KeyValueFormatter, RequestIdFilter, current_request_id
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -76,8 +76,6 @@ def test_a_line_outside_a_request_carries_no_request_id(client, console):
 
 
 def test_key_value_lines_carry_the_request_id_too():
-    from shop.logs import KeyValueFormatter, current_request_id
-
     record = logging.LogRecord("comments.views", logging.INFO, __file__, 1, "comment post refused", None, None)
     token = current_request_id.set("kv-1")
     try:
