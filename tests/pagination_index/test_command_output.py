@@ -8,7 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import OutputWrapper
 
+from pagination_index import get_index, get_source
+from pagination_index.management import stream_arn
 from pagination_index.progress import Progress
+from pagination_index.stream import stream_paused
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +61,15 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
     assert out.startswith("index matches the table: 6 group(s), 30 table entries")
     out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
     assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out
+
+
+def test_sync_index_warns_on_stderr_about_shards_leased_elsewhere(comments_table):
+    factories.seed("OUT-3", 4, seed=54)
+    with stream_paused(index=get_index(), stream_arn=stream_arn(get_source()), lease_seconds=60):  # as rebuild_index
+        out, err = run("sync_index", once=True)
+        assert run("sync_index", once=True, verbosity=0) == ("", "")
+    assert "leased by another consumer were left to it" in err
+    assert out == "caught up: 0 records applied\n"
 
 
 class Terminal(io.StringIO):
