@@ -25,11 +25,12 @@ max_requests_jitter = max_requests // 10
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
 # Off by default: the app logs one line per request already (shop.middleware.RequestLogMiddleware,
-# with the request id), and nginx in front logs its own; "-" writes gunicorn's to stdout as well.
+# with the request id), and nginx in front logs its own; "-" writes gunicorn's to stderr as well.
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
-access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s" request_id=%({x-request-id}o)s'
+# gunicorn's lines in the app's format (LOG_FORMAT: JSON objects or key=value), on stderr.
+logger_class = "shop.gunicorn_logging.Logger"
 
 # The heartbeat file lives in memory where there is /dev/shm (containers), not on a slow disk.
 if os.path.isdir("/dev/shm"):

@@ -16,6 +16,7 @@ from django.utils.http import parse_http_date_safe
 
 from comments.table.client import StoreUnavailable
 from pagination_index import IndexUnavailable
+from shop.logs import current_request_id
 
 logger = logging.getLogger("shop.request")
 unavailable_logger = logging.getLogger("shop.unavailable")
@@ -28,6 +29,10 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 class RequestLogMiddleware:
     """One structured log line per request, and a request id echoed in the X-Request-ID header.
 
+    The id is also this thread's `shop.logs.current_request_id` while the request is served, so every
+    line logged meanwhile carries it (shop.logs.RequestIdFilter); shop.apps clears it when the response
+    is closed, after Django's own "Not Found: ..." line, which is logged outside the middleware.
+
     Views add what only they know as request attributes: product pages set `page_number` and
     `page_served_by` ("fast" or "index").
     """
@@ -39,6 +44,7 @@ class RequestLogMiddleware:
         started = time.perf_counter()
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
         request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        current_request_id.set(request.request_id)
         response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request.request_id
         fields = {

@@ -294,11 +294,15 @@ CONTENT_SECURITY_POLICY = os.environ.get(
 
 # --- Logging --------------------------------------------------------------------------------
 # One structured line per request (shop.middleware) and per stream batch (pagination_index.stream);
-# JSON objects when LOG_FORMAT=json, else readable key=value lines.
+# JSON objects when LOG_FORMAT=json, else readable key=value lines, all on stderr through one handler.
+# Every line logged during a request carries its request_id (the filter). gunicorn's own lines use the
+# same formatter (gunicorn.conf.py, shop.gunicorn_logging).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "shop.logs.RequestIdFilter"}},
     "formatters": {
         "plain": {"()": "shop.logs.KeyValueFormatter"},
         "json": {"()": "shop.logs.JSONFormatter"},
@@ -307,10 +311,19 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["request_id"],
         },
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's default logging gives `django` a console handler of its own for DEBUG and
+        # `django.server` another; naming `django` here drops both (and resets its children), so each
+        # django.* line reaches the one root handler once, in this format, with or without DEBUG.
+        # Its level follows LOG_LEVEL but stays above DEBUG (one line per SQL query).
+        "django": {"handlers": [], "level": "INFO" if LOG_LEVEL == "DEBUG" else LOG_LEVEL, "propagate": True},
+        "botocore": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+    },
 }
 
 # --- Operations -----------------------------------------------------------------------------

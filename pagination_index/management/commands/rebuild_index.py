@@ -1,17 +1,16 @@
 import threading
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
-from pagination_index.management import reports_unavailable, stream_arn
-from pagination_index.progress import Progress
+from pagination_index.management import ReportingCommand, reports_unavailable, stream_arn
 from pagination_index.stale import stale_groups_clear
 from pagination_index.stream import checkpoint_database, stream_paused
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Refill index groups from the comments table: one Query per product with --product, "
         "else a parallel Scan of the whole table. Each group is swapped in atomically. The stream "
@@ -27,22 +26,21 @@ class Command(BaseCommand):
                             help="Do nothing unless the index is empty while the table is not.")
 
     @reports_unavailable
-    def handle(self, *args, product, segments, if_empty, verbosity, **options):
+    def handle(self, *args, product, segments, if_empty, **options):
         index, source = get_index(), get_source()
         if if_empty and (index.groups() or not source.has_items()):
-            if verbosity >= 2:
-                self.stdout.write("index already filled (or table empty): nothing to rebuild")
+            self.note("index already filled (or table empty): nothing to rebuild", level=2)
             return
         if segments < 1:
             raise CommandError("--segments must be at least 1")
         started = timezone.now()
         arn = stream_arn(source)
         with stream_paused(index=index, stream_arn=arn, lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
-            groups = self._read(source, product, segments, verbosity)
+            groups = self._read(source, product, segments)
             if not product:
                 for stale in set(index.groups()) - set(groups):
                     groups[stale] = []
-            progress = Progress(self.stdout, len(groups), "swapping groups") if verbosity >= 1 else None
+            progress = self.progress(len(groups), "swapping groups")
             for group, entries in sorted(groups.items()):
                 index.replace(group, entries)
                 if progress:
@@ -51,21 +49,19 @@ class Command(BaseCommand):
                 progress.finish()
             stale_groups_clear(groups=list(groups) if product else None, before=started,
                                using=checkpoint_database(index))
-        self.stdout.write(self.style.SUCCESS(
-            f"rebuilt {len(groups)} groups ({sum(map(len, groups.values())):,} entries); "
-            "sync_index resumes from the stream position noted before the read"
-        ))
+        self.summary(f"rebuilt {len(groups)} groups ({sum(map(len, groups.values())):,} entries); "
+                     "sync_index resumes from the stream position noted before the read")
 
-    def _read(self, source, products, segments, verbosity):
+    def _read(self, source, products, segments):
         if products:
-            progress = Progress(self.stdout, len(products), "reading products") if verbosity >= 1 else None
+            progress = self.progress(len(products), "reading products")
             groups = {}
             for sku in products:
                 groups.update(source.related_entries(sku))  # the product's group and its rating groups
                 if progress:
                     progress.advance()
         else:
-            progress = Progress(self.stdout, source.approximate_item_count(), "scanning table") if verbosity >= 1 else None
+            progress = self.progress(source.approximate_item_count(), "scanning table")
             lock = threading.Lock()
 
             def on_item():

@@ -2,17 +2,17 @@ import signal
 import threading
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
-from pagination_index.management import reports_unavailable, stream_arn
+from pagination_index.management import ReportingCommand, reports_unavailable, stream_arn
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
 from pagination_index.stream import StreamConsumer, checkpoint_database
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Keep the pagination index in step with the comments table by consuming its DynamoDB Stream. "
         "Follows the stream until SIGTERM/SIGINT (finishing the current batch), or drains it with --once. "
@@ -35,7 +35,7 @@ class Command(BaseCommand):
         )
 
     @reports_unavailable
-    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, verbosity, **options):
+    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, **options):
         arn = stream_arn(get_source())
         if status:
             return self._status(arn, checkpoint_database(get_index()))
@@ -49,22 +49,19 @@ class Command(BaseCommand):
         def report(result):
             for loss in result.trimmed:
                 self.stderr.write(self.style.ERROR(f"STREAM RECORDS LOST: {loss}"))
-            if result.records and verbosity >= 1:
-                self.stdout.write(f"applied {result.records} records ({result.ops} index ops)")
+            if result.records:
+                self.note(f"applied {result.records} records ({result.ops} index ops)")
 
-        if verbosity >= 1 and not once:
-            self.stdout.write(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
+        if not once:
+            self.note(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
         try:
             total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
         finally:
             restore()
-        if verbosity >= 1:
-            state = "stopped" if stop.is_set() else "caught up"
-            self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
-            if total.leased_elsewhere:
-                self.stdout.write(self.style.WARNING(
-                    f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
-                    "(see --status)"))
+        if total.leased_elsewhere:
+            self.warn(f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
+                      "(see --status)")
+        self.summary(f"{'stopped' if stop.is_set() else 'caught up'}: {total.records} records applied")
         if total.trimmed:
             raise CommandError(
                 f"{len(total.trimmed)} stream loss(es) recorded; verify_index fails until `rebuild_index` has run"
@@ -106,7 +103,7 @@ class Command(BaseCommand):
         def handler(signum, frame):
             if stop.is_set():
                 raise KeyboardInterrupt  # a second signal forces the exit
-            self.stderr.write("stopping after the current batch (signal again to force)")
+            self.note("stopping after the current batch (signal again to force)")
             stop.set()
 
         previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
