@@ -3,9 +3,11 @@ import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
+from pagination_index.leases import lease_release
 from pagination_index.management import reports_unavailable, stream_arn
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
@@ -41,8 +43,8 @@ class Command(BaseCommand):
             return self._status(arn, checkpoint_database(get_index()))
         if lease_seconds <= 0:
             raise CommandError("--lease-seconds must be positive")
-        stop = threading.Event()
-        restore = self._install_signal_handlers(stop)
+        stop, stopped = threading.Event(), threading.Event()
+        restore = self._install_signal_handlers(stop, stopped)
         consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
                                   stop_event=stop, lease_seconds=lease_seconds)
 
@@ -55,9 +57,22 @@ class Command(BaseCommand):
         if verbosity >= 1 and not once:
             self.stdout.write(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
         try:
-            total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
+            try:
+                total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
+            except KeyboardInterrupt:  # a second signal: stop now, the batch under way rolled back
+                stopped.set()  # from here on signals are ignored: nothing is left to interrupt but this
+                try:
+                    released = lease_release(stream_arn=arn, owner=consumer.owner, using=consumer.database)
+                    leases = f"{released} shard lease(s) released"
+                except DatabaseError:
+                    leases = f"the shard leases could not be released and expire within {lease_seconds:g} s"
+                raise CommandError(f"forced to stop: the batch under way was not applied; {leases}") from None
+            stopped.set()
+            self._report_end(total, stop, verbosity)
         finally:
             restore()
+
+    def _report_end(self, total, stop, verbosity):
         if verbosity >= 1:
             state = "stopped" if stop.is_set() else "caught up"
             self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
@@ -98,12 +113,16 @@ class Command(BaseCommand):
         for group, reason in stale_groups(using=database).items():
             self.stdout.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
 
-    def _install_signal_handlers(self, stop: threading.Event):
-        """SIGTERM/SIGINT set `stop`; returns a function that puts the previous handlers back."""
+    def _install_signal_handlers(self, stop: threading.Event, stopped: threading.Event):
+        """SIGTERM/SIGINT set `stop`; a second one forces the exit unless the consumer has `stopped`
+        already (then there is nothing left to interrupt but the exit itself, so it is ignored).
+        Returns a function that puts the previous handlers back."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
 
         def handler(signum, frame):
+            if stopped.is_set():
+                return
             if stop.is_set():
                 raise KeyboardInterrupt  # a second signal forces the exit
             self.stderr.write("stopping after the current batch (signal again to force)")
