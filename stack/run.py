@@ -63,7 +63,7 @@ def stop_children(children: list[subprocess.Popen], grace: float = 15) -> None:
 
 
 def main() -> int:
-    for signum in STOP_SIGNALS[1:]:  # `kill` or a closed terminal stops everything as cleanly as Ctrl-C
+    for signum in STOP_SIGNALS:  # `kill` or a closed terminal stops everything as cleanly as Ctrl-C
         signal.signal(signum, _interrupt)
     VAR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{DYNAMODB_PORT}", PYTHONUNBUFFERED="1")

@@ -12,9 +12,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.test import override_settings
 
 from comments.table.schema import create_tables, delete_tables
+from pagination_index.stream import StreamConsumer
 from tests import factories
 from tests.processes import leases
 
@@ -77,3 +79,24 @@ def test_a_second_signal_forces_it_out_without_a_traceback_leases_released(follo
     # or already stopping (ignored: a clean stop).
     assert code == 0 or (code == 1 and "forced to stop" in errors), (code, errors)
     assert all(owner == "" for _, owner, _ in leases(database)), leases(database)
+
+
+@pytest.mark.django_db
+def test_a_signal_during_once_is_passed_on_to_the_callers_own_handler(comments_table, monkeypatch):
+    """stack.run runs `sync_index --once` in its own process on start-up: a Ctrl-C then must stop
+    stack.run too, not only the drain. A caller's own handler gets the signal once sync_index is done."""
+    factories.seed("SIG-2", 5, seed=4)
+    poll = StreamConsumer.poll
+
+    def poll_after_a_signal(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # as if it arrived during this poll
+        return poll(self)
+
+    monkeypatch.setattr(StreamConsumer, "poll", poll_after_a_signal)
+    caught = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: caught.append(signum))
+    try:
+        call_command("sync_index", once=True, verbosity=0)
+        assert caught == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -116,9 +116,12 @@ class Command(BaseCommand):
     def _install_signal_handlers(self, stop: threading.Event, stopped: threading.Event):
         """SIGTERM/SIGINT set `stop`; a second one forces the exit unless the consumer has `stopped`
         already (then there is nothing left to interrupt but the exit itself, so it is ignored).
-        Returns a function that puts the previous handlers back."""
+        Returns a function that puts the previous handlers back and, when a signal stopped us and the
+        caller had a handler of its own for it (stack.run calling `sync_index --once` on start-up),
+        raises the signal again for that handler: the caller was asked to stop too."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
+        received = []
 
         def handler(signum, frame):
             if stopped.is_set():
@@ -126,7 +129,16 @@ class Command(BaseCommand):
             if stop.is_set():
                 raise KeyboardInterrupt  # a second signal forces the exit
             self.stderr.write("stopping after the current batch (signal again to force)")
+            received.append(signum)
             stop.set()
 
         previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
-        return lambda: [signal.signal(signum, old) for signum, old in previous.items()]
+
+        def restore():
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+            caller = previous[received[0]] if received else None
+            if callable(caller) and caller is not signal.default_int_handler:
+                signal.raise_signal(received[0])
+
+        return restore
