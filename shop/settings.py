@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "shop.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "shop.middleware.RequestTooLargeMiddleware",  # a body over the limit: the 413 page, DEBUG or not
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -1,6 +1,9 @@
 from django.contrib.sitemaps import views as sitemap_views
+from django.http import HttpResponseRedirect
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.cache import patch_cache_control
 from django.views.decorators.http import require_safe
 
 from comments.selectors import product_comment_counts
@@ -37,6 +40,19 @@ def robots_txt(request):
         "disallow": ROBOTS_DISALLOW,
         "sitemap_url": request.build_absolute_uri(reverse("sitemap")),
     }, content_type="text/plain; charset=utf-8")
+
+
+# Browsers ask for /favicon.ico whatever the page links. The file is a static file like any other
+# (content-hashed, cached for a year, served by WhiteNoise or nginx); this sends them to it. Not a
+# permanent redirect: the hashed name changes with the icon.
+FAVICON_REDIRECT_MAX_AGE = 24 * 3600
+
+
+@require_safe
+def favicon(request):
+    response = HttpResponseRedirect(static("favicon.ico"))
+    patch_cache_control(response, public=True, max_age=FAVICON_REDIRECT_MAX_AGE)
+    return response
 
 
 @require_safe

@@ -181,6 +181,16 @@ def test_hashed_static_files_served_by_whitenoise(site):
     assert "max-age=315360000" in headers["cache-control"] and "immutable" in headers["cache-control"]
 
 
+def test_favicon_ico_leads_to_the_hashed_icon(site):
+    status, headers, _ = site.get("/favicon.ico")
+    assert status == 302
+    assert re.fullmatch(r"/static/favicon\.[0-9a-f]{12}\.ico", headers["location"])
+    status, icon_headers, body = site.get(headers["location"], headers={"Accept-Encoding": "identity"})
+    assert status == 200 and body.startswith("\x00\x00\x01\x00")
+    assert icon_headers["content-type"] in {"image/x-icon", "image/vnd.microsoft.icon"}
+    assert "immutable" in icon_headers["cache-control"]
+
+
 def test_headers_request_id_and_log_line(site):
     status, headers, _ = site.get(f"/products/{SKU}/?page=12", headers={"X-Request-ID": "gunicorn-e2e-1"})
     assert status == 200
