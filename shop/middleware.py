@@ -10,6 +10,7 @@ import uuid
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.middleware.gzip import re_accepts_gzip
 from django.shortcuts import render
 from django.utils.cache import get_conditional_response
 from django.utils.http import parse_http_date_safe
@@ -135,7 +136,9 @@ class MicroCacheMiddleware:
             return response
         if meta.get("HTTP_COOKIE") or "HTTP_AUTHORIZATION" in meta:
             return self.get_response(request)
-        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""))
+        # GZipMiddleware (inside) compresses for clients that accept gzip: one copy for them, one for the rest.
+        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""),
+               bool(re_accepts_gzip.search(meta.get("HTTP_ACCEPT_ENCODING", ""))))
         now = time.monotonic()
         entry = self.entries.get(key)
         if entry is not None and entry[0] > now:
