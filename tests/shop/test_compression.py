@@ -40,12 +40,12 @@ def test_a_compressed_page_revalidates(client, product):
 
 def test_the_micro_cache_keeps_compressed_and_plain_copies_apart(product, settings):
     settings.RESPONSE_MICRO_CACHE_SECONDS = 30
-    browser, script = Client(), Client()
-    squeezed = browser.get(URL, headers=GZIP)
-    plain = script.get(URL)
+    process = Client()  # one Client is one handler: one process's micro-cache
+    squeezed = process.get(URL, headers=GZIP)
+    plain = process.get(URL)  # a client without gzip, within the second
     assert squeezed["Content-Encoding"] == "gzip" and "Content-Encoding" not in plain
     assert gzip.decompress(squeezed.content) == plain.content
-    again = browser.get(URL, headers=GZIP)
+    again = process.get(URL, headers=GZIP)
     assert again["Content-Encoding"] == "gzip" and gzip.decompress(again.content) == plain.content
 
 
