@@ -110,7 +110,8 @@ def service_unavailable(response):
 
 class MicroCacheMiddleware:
     """Whole public responses, kept in this process for RESPONSE_MICRO_CACHE_SECONDS (about a second)
-    and handed to cookie-less GETs of the same URL without running the rest of the stack.
+    and handed to cookie-less GETs of the same URL (gzip-accepting or not: a copy for each, since
+    GZipMiddleware runs inside) without running the rest of the stack.
 
     A hot page asked for hundreds of times a second is then built about once a second per worker.
     Only a 200 marked `Cache-Control: public` (never private or no-store, no cookie set, no Vary but
