@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.middleware.gzip import re_accepts_gzip
 from django.shortcuts import render
 from django.utils.cache import get_conditional_response
 from django.utils.http import parse_http_date_safe
@@ -171,7 +172,8 @@ def service_unavailable(response):
 
 class MicroCacheMiddleware:
     """Whole public responses, kept in this process for RESPONSE_MICRO_CACHE_SECONDS (about a second)
-    and handed to cookie-less GETs of the same URL without running the rest of the stack.
+    and handed to cookie-less GETs of the same URL (gzip-accepting or not: a copy for each, since
+    GZipMiddleware runs inside) without running the rest of the stack.
 
     A hot page asked for hundreds of times a second is then built about once a second per worker.
     Only a 200 marked `Cache-Control: public` (never private or no-store, no cookie set, no Vary but
@@ -197,7 +199,9 @@ class MicroCacheMiddleware:
             return response
         if meta.get("HTTP_COOKIE") or "HTTP_AUTHORIZATION" in meta:
             return self.get_response(request)
-        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""))
+        # GZipMiddleware (inside) compresses for clients that accept gzip: one copy for them, one for the rest.
+        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""),
+               bool(re_accepts_gzip.search(meta.get("HTTP_ACCEPT_ENCODING", ""))))
         now = time.monotonic()
         entry = self.entries.get(key)
         if entry is not None and entry[0] > now:

@@ -66,6 +66,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
+    # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
+    # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
+    "django.middleware.gzip.GZipMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "shop.middleware.ContentSecurityPolicyMiddleware",
@@ -206,9 +209,12 @@ SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
 COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
-# At most this many comment posts per client per minute (0 turns the limit off), counted in the
+# At most this many accepted comment posts per client per minute (0 turns the limit off), counted in the
 # default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
 COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
+# Posts refused as invalid (a 400 with the form's errors) are counted apart, against this more generous
+# limit, so correcting a form never uses up the posting limit (0 turns it off).
+COMMENTS_INVALID_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_INVALID_POSTS_PER_MINUTE", "30"))
 # Behind a proxy: the header it writes the client's address into (e.g. X-Forwarded-For); the
 # rightmost address in it is used. Empty: REMOTE_ADDR.
 COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")

@@ -2,10 +2,12 @@
 import json
 import re
 from html.parser import HTMLParser
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
 
+from comments import cursors
 from comments.store import Comment, put_comments
 from tests import factories
 from tests.pages import JSON_LD, json_ld, parse
@@ -80,6 +82,25 @@ def test_second_page_points_back_to_the_bare_url(client, seo_products):
     assert links["prev"] == "http://testserver/products/SEO-SMALL/"
     assert links["next"] == "http://testserver/products/SEO-SMALL/?page=3"
     assert "next" not in head_links(client.get("/products/SEO-SMALL/?page=3").content.decode())
+
+
+MORE = re.compile(r'<a class="more" rel="nofollow" href="([^"]+)"')
+
+
+@pytest.mark.parametrize("query", ["", "rating=4&rating=5"])
+def test_cursor_pages_are_their_own_canonical(client, seo_products, query):
+    """A cursor page is noindex; a canonical naming a numbered, indexable page would contradict that."""
+    first = client.get(f"/products/SEO-BIG/?{query}")
+    if query:  # filtered pages link their "Load more" cursor
+        url = MORE.search(first.content.decode()).group(1).replace("&amp;", "&")
+    else:  # unfiltered pages link none: make the one such a link would carry
+        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context["page_obj"].resume)})
+    response = client.get(url)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<meta name="robots" content="noindex,follow">' in html
+    assert head_links(html)["canonical"] == "http://testserver" + url
+    assert "page=" not in head_links(html)["canonical"]
 
 
 def test_json_ld_has_the_reviews_of_the_page_and_an_exact_aggregate(client, seo_products, seo_comments):

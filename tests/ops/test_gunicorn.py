@@ -191,6 +191,19 @@ def test_favicon_ico_leads_to_the_hashed_icon(site):
     assert "immutable" in icon_headers["cache-control"]
 
 
+def test_pages_and_static_files_are_gzipped_and_static_files_kept_for_years(site):
+    """Production settings: pages compressed by GZipMiddleware; the hashed stylesheet from WhiteNoise's
+    pre-compressed copy, with a ten-year immutable Cache-Control."""
+    for path in ("/", f"/products/{SKU}/?page=12"):
+        status, headers, _ = site.get(path, headers={"Accept-Encoding": "gzip"})
+        assert status == 200 and headers["content-encoding"] == "gzip", path
+        assert "accept-encoding" in headers["vary"].lower()
+    css = re.search(r'href="(/static/css/shop\.[0-9a-f]{12}\.css)"', site.get("/")[2]).group(1)
+    status, headers, _ = site.get(css, headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert headers["cache-control"] == "max-age=315360000, public, immutable"
+
+
 def test_headers_request_id_and_log_line(site):
     status, headers, _ = site.get(f"/products/{SKU}/?page=12", headers={"X-Request-ID": "gunicorn-e2e-1"})
     assert status == 200
