@@ -273,7 +273,11 @@ class DynamoDBIndex(NetWriteIndex):
                 if len(group_adds) + len(group_removes) > TRANSACTION_ITEMS - 10:
                     self._rewrite(group, net_change(group_removes, group_adds))
                     continue
-                plan = self._plan_group(group, group_removes, group_adds)
+                try:
+                    plan = self._plan_group(group, group_removes, group_adds)
+                except IndexError:  # a page item changed under the reads (another consumer): plan again
+                    lost.append(group)
+                    continue
                 if plan is None:
                     continue
                 if len(plan.actions()) > TRANSACTION_ITEMS:
@@ -492,8 +496,10 @@ class DynamoDBIndex(NetWriteIndex):
                     problems.append(f"page item {page} (positions {start}-{start + len(got) - 1} from the oldest, "
                                     f"ranks {stats.count - start - len(got)}-{stats.count - 1 - start} newest first): "
                                     f"{wrong} of {len(got)} entries differ from the table's order")
-            if stats.pages * self.page_size + sum(stats.deltas.values()) < len(truth):
-                problems.append(f"the page items cover {stats.count} entries, the table has {len(truth)}")
+            if len(problems) > 5:  # the first drifting page items say where it starts; then how many
+                problems[5:] = [f"... and {len(problems) - 5} more page items differ from the table's order"]
+            if stats.count != len(truth):
+                problems.append(f"the page items hold {stats.count} entries, the table has {len(truth)}")
             return problems
         raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
 
@@ -550,12 +556,15 @@ class DynamoDBIndex(NetWriteIndex):
             view = Plan(self, group, self._stats(group))
             count = view.stats.count
             low, high = 0, count  # the first position (from the oldest) whose entry is newer
-            while low < high:
-                middle = (low + high) // 2
-                if is_newer(view.entry_at(middle), sort_key, member):
-                    high = middle
-                else:
-                    low = middle + 1
+            try:
+                while low < high:
+                    middle = (low + high) // 2
+                    if is_newer(view.entry_at(middle), sort_key, member):
+                        high = middle
+                    else:
+                        low = middle + 1
+            except IndexError:  # a page item changed under the reads: read again
+                continue
             if not count or self._stats(group).version == view.stats.version:
                 return count - low
         raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")

@@ -339,6 +339,35 @@ class TestDynamoDBIndex(IndexContract):
                 model.pop(f"b{(n * 2 + seed) % 45:03d}", None)
         model_check(first, model)
 
+    def test_writes_and_reads_while_the_group_is_rewritten(self, dynamodb_index_options):
+        """A rewrite (repair_group, replace) swaps the group's generation and deletes the old page
+        items while another consumer plans a write and a reader binary-searches: both read again."""
+        writer, rewriter = DynamoDBIndex(dynamodb_index_options), DynamoDBIndex(dynamodb_index_options)
+        model = {f"b{n:03d}": sk(n * 3) for n in range(60)}
+        writer.replace("g", list(model.items()))
+        done, errors = threading.Event(), []
+
+        def rewrite():
+            try:
+                while not done.is_set():
+                    rewriter.repair_group("g")
+                    rewriter.count_newer("g", sk(90))
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+
+        thread = threading.Thread(target=rewrite)
+        thread.start()
+        try:
+            for n in range(30):
+                writer.apply([Add("g", f"a{n:02d}", sk(n * 5 + 1)), Remove("g", f"b{n * 2:03d}")])
+                model[f"a{n:02d}"] = sk(n * 5 + 1)
+                model.pop(f"b{n * 2:03d}")
+        finally:
+            done.set()
+            thread.join()
+        assert not errors
+        model_check(writer, model)
+
     def test_verify_reports_each_drifted_page_item(self, index):
         from pagination_index.verify import group_drift
 

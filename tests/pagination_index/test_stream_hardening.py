@@ -19,7 +19,6 @@ from pagination_index.leases import LeaseLost
 from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.stream import Backoff, StreamConsumer
 from tests import factories
-from tests.services import RedisServer
 from tests.pagination_index.streams import (
     Faults,
     assert_index_equals_table,
@@ -30,6 +29,7 @@ from tests.pagination_index.streams import (
     read_stream_records,
     stream_arn,
 )
+from tests.services import RedisServer
 
 FAST = Backoff(base=0.01, cap=0.05)
 
