@@ -480,11 +480,12 @@ class DynamoDBIndex(NetWriteIndex):
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """Every page item against the true order (expected: newest first): which page items hold
         entries other than the table's at their positions."""
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             stats = self._stats(group)
             truth = list(expected)[::-1]
             pages = self._get_pages(group, stats.generation, range(stats.pages))
             if self._stats(group).version != stats.version:
+                backoff(attempt)
                 continue
             problems = []
             for page in range(stats.pages):
@@ -535,7 +536,7 @@ class DynamoDBIndex(NetWriteIndex):
         start = max(start, 0)
         if start >= stop:
             return []
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             stats = self._stats(group)
             low, high = max(stats.count - stop, 0), stats.count - 1 - start  # positions from the oldest
             if high < low:
@@ -543,6 +544,7 @@ class DynamoDBIndex(NetWriteIndex):
             numbers = range(stats.locate(low), stats.locate(high) + 1)
             pages = self._get_pages(group, stats.generation, numbers)
             if self._stats(group).version != stats.version:
+                backoff(attempt)
                 continue
             oldest_first = [entry for page in numbers for entry in pages[page]]
             first = stats.start(numbers[0])
@@ -552,7 +554,7 @@ class DynamoDBIndex(NetWriteIndex):
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         """Binary search over the positions, one page item read per step (cached), then the stats
         item again (a write in between retries)."""
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             view = Plan(self, group, self._stats(group))
             count = view.stats.count
             low, high = 0, count  # the first position (from the oldest) whose entry is newer
@@ -564,9 +566,11 @@ class DynamoDBIndex(NetWriteIndex):
                     else:
                         low = middle + 1
             except IndexError:  # a page item changed under the reads: read again
+                backoff(attempt)
                 continue
             if not count or self._stats(group).version == view.stats.version:
                 return count - low
+            backoff(attempt)
         raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
 
     def groups(self) -> list[str]:

@@ -347,9 +347,9 @@ class TestDynamoDBIndex(IndexContract):
         writer.replace("g", list(model.items()))
         done, errors = threading.Event(), []
 
-        def rewrite():
+        def rewrite():  # a rewrite every 0.3 s or so: far more often than rebuilds and repairs come
             try:
-                while not done.is_set():
+                while not done.wait(0.3):
                     rewriter.repair_group("g")
                     rewriter.count_newer("g", sk(90))
             except Exception as exc:  # surfaced below
