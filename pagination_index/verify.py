@@ -47,4 +47,5 @@ def group_drift(index: BaseIndex, group: str, table: Sequence[Entry]) -> GroupDr
     if drift.index_count != len(actual):
         drift.problems.append(f"count() says {drift.index_count} but the group holds {len(actual)} entries")
     drift.problems.extend(index.check_integrity(group))
+    drift.problems.extend(index.check_order(group, expected))
     return drift

@@ -182,11 +182,14 @@ if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
 # PAGINATION_INDEX_BACKEND=dynamodb: the index in a DynamoDB table of its own (docs/backends-dynamodb.md),
 # by default on the comments table's endpoint, named after it with "-pidx"; created on first write.
 # PAGE_SIZE: entries per page item (an item holds at most 400 KB; 20 entries are about 1.2 KB).
+# MAX_SHIFT: page items one insert/delete may shift (at most 90); past that the group is marked and
+# sync_index's re-mark shifts them in the background.
 PAGINATION_INDEX_DYNAMODB = {  # DynamoDBIndex OPTIONS
     "ENDPOINT_URL": DYNAMODB["ENDPOINT_URL"],
     "REGION": DYNAMODB["REGION"],
     "TABLE": os.environ.get("PAGINATION_INDEX_DYNAMODB_TABLE", f"{DYNAMODB['TABLE']}-pidx"),
     "PAGE_SIZE": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_PAGE_SIZE", "20")),
+    "MAX_SHIFT": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_MAX_SHIFT", "20")),
     "CONNECT_TIMEOUT": DYNAMODB["CONNECT_TIMEOUT"],
     "READ_TIMEOUT": DYNAMODB["READ_TIMEOUT"],
     "MAX_ATTEMPTS": DYNAMODB["MAX_ATTEMPTS"],

@@ -106,6 +106,10 @@ class BaseIndex:
       checkpoint commit together), else in the default database just after the write.
     - `check_integrity(group)` / `repair_group(group)`: invariants of the backend's own derived
       structures (counts, blocks, files), and rebuilding them from the group's own entries.
+    - `check_order(group, expected)`: the backend's own structures checked against the true order
+      (verify_index passes the table's entries), e.g. each page marker against the rank it must hold.
+    - `maintain()`: background work a backend deferred (the DynamoDB backend's re-mark of marked
+      groups); sync_index calls it between polls. Returns how many steps it took.
     - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
       Cluster that lost one primary). Request handling then does not fail every call fast after
       one failure, so the groups still served keep answering.
@@ -203,6 +207,14 @@ class BaseIndex:
 
     def repair_group(self, group: str) -> None:
         """Rebuild what check_integrity checks from the group's own entries."""
+
+    def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
+        """What in the backend's structures disagrees with `expected` (the true entries, newest first)."""
+        return []
+
+    def maintain(self) -> int:
+        """Deferred background work, a bounded amount per call; the number of steps taken."""
+        return 0
 
 
 class NetWriteIndex(BaseIndex):
