@@ -6,6 +6,7 @@ from redis.crc import key_slot
 from pagination_index import micros_sort_key
 from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable
 from pagination_index.backends.dynamodb import DynamoDBIndex
+from pagination_index.backends.files import FileIndex
 from pagination_index.backends.redis import RedisIndex, group_of_key, sort_key_score
 from pagination_index.backends.relational import RelationalIndex
 from tests.pagination_index.contract import IndexContract, sk
@@ -192,3 +193,20 @@ class TestDynamoDBIndex(IndexContract):
         index = DynamoDBIndex({"ENDPOINT_URL": "http://127.0.0.1:9", "TABLE": "t", "CONNECT_TIMEOUT": 0.2, "MAX_ATTEMPTS": 1})
         with pytest.raises(IndexUnavailable):
             index.count("g")
+
+
+class TestFileIndex(IndexContract):
+    """Local storage, with a commit every 7 log changes so the contract's writes cross many commits
+    and most reads merge a pending log with a generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 7})
+
+
+class TestFileIndexUncommitted(IndexContract):
+    """No commit ever runs on its own: every read merges the whole log with the generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
