@@ -342,6 +342,7 @@ class StreamConsumer:
             while not self.stop_event.is_set():
                 try:
                     result = self.poll()
+                    self.index.maintain()  # e.g. commit the files backend's logs that are due
                     if not result.records:
                         self.lag.note(0.0)  # caught up: nothing is waiting
                     self.lag.flush(force=once and not result.records)

@@ -228,7 +228,7 @@ def dynamodb_index_options(dynamodb_settings):
     index.close()
 
 
-INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb"]
+INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb", "files"]
 
 
 @pytest.fixture(params=INDEX_BACKENDS)
@@ -244,6 +244,8 @@ def index_backend(request, settings):
         options = request.getfixturevalue("redis_cluster_index_options")
     elif name == "dynamodb":
         options = request.getfixturevalue("dynamodb_index_options")
+    elif name == "files":
+        options = {"PATH": str(request.getfixturevalue("tmp_path") / "files-index"), "COMMIT_ENTRIES": 50}
     else:
         options = request.getfixturevalue("redis_index_options")
     backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]

@@ -106,6 +106,8 @@ class BaseIndex:
       checkpoint commit together), else in the default database just after the write.
     - `check_integrity(group)` / `repair_group(group)`: invariants of the backend's own derived
       structures (counts, blocks, files), and rebuilding them from the group's own entries.
+    - `maintain()` / `pending_changes(group)`: housekeeping sync_index runs after each poll, and
+      writes waiting for it (the files backend's write-ahead log and its commits).
     - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
       Cluster that lost one primary). Request handling then does not fail every call fast after
       one failure, so the groups still served keep answering.
@@ -195,6 +197,16 @@ class BaseIndex:
 
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
+
+    def maintain(self) -> int:
+        """Periodic housekeeping (the files backend commits the logs that are due); sync_index calls
+        it after every poll. Returns how many groups it changed."""
+        return 0
+
+    def pending_changes(self, group: str) -> int:
+        """Writes accepted but not yet folded into the backend's main structure (the files backend's
+        log): verify_index reports them apart from drift. Reads include them either way."""
+        return 0
 
     # --- capabilities (see the class docstring) -------------------------------------------------
     def check_integrity(self, group: str) -> list[str]:

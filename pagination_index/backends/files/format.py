@@ -101,9 +101,10 @@ def decode_records(data: bytes, layout: int, record_size: int) -> list[Entry]:
 
 
 def record_order_key(data: bytes, offset: int, layout: int) -> tuple[int, bytes]:
-    """(micros, member bytes) of one record: index order is this, descending."""
+    """(micros, member as UTF-8) of one record: index order is this, descending. A UUID24 member
+    comes back as its hex text, so it compares with any member of the PACKED layout too."""
     if layout == UUID24:
-        return _KEY.unpack_from(data, offset)[0], data[offset + 8 : offset + 24]
+        return _KEY.unpack_from(data, offset)[0], data[offset + 8 : offset + 24].hex().encode()
     micros, length = _PACKED_HEAD.unpack_from(data, offset)
     return micros, data[offset + 10 : offset + 10 + length]
 

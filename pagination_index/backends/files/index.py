@@ -80,6 +80,7 @@ class FileIndex(NetWriteIndex):
         self._views: dict[str, GroupView] = {}
         self._lock = threading.Lock()
         self._group_locks: dict[str, threading.Lock] = {}
+        self._pending: set[str] | None = None  # groups with a log, for maintain(); None: not looked yet
 
     # --- reading a group's state ---------------------------------------------------------------
     def _log_path(self, group: str, generation: int) -> Path:
@@ -340,6 +341,9 @@ class FileIndex(NetWriteIndex):
                     if not changes:
                         continue
                     written.append((self._append(folder, view, changes), folder))
+                    with self._lock:
+                        if self._pending is not None:
+                            self._pending.add(group)
                     view = self._view(group)
                     if self._commit_due(view):
                         due.append(group)
@@ -380,8 +384,12 @@ class FileIndex(NetWriteIndex):
         self.storage.remove_temporary(group)
         self.storage.publish(group, view.generation + 1, [header, *chunks], pause=_pause)
         _pause("before-drop")
+        self._drop_logs(group, keep=view.generation + 1)
+
+    def _drop_logs(self, group: str, *, keep: int) -> None:
+        """Remove the logs of older generations (folded in already; the lock is held)."""
         for stale in self.storage.group_dir(group).glob("log.*"):
-            if stale.name != f"log.{view.generation + 1}":
+            if stale.name != f"log.{keep}":
                 stale.unlink(missing_ok=True)
 
     # --- commit --------------------------------------------------------------------------------
@@ -390,8 +398,9 @@ class FileIndex(NetWriteIndex):
         try:
             with self._locked(group):
                 view = self._view(group)
-                if view.log_id is None:
+                if view.log_id is None:  # nothing to fold; tidy what a killed committer left
                     self.storage.remove_temporary(group)
+                    self._drop_logs(group, keep=view.generation)
                     return False
                 layout, size, count, chunks = self._merge(view)
                 self._publish(group, view, layout, size, count, chunks)
@@ -428,13 +437,25 @@ class FileIndex(NetWriteIndex):
         return layout, size, len(ordered), [records[:half], records[half:]]
 
     def maintain(self) -> int:
-        """Commit every group whose log is due (COMMIT_ENTRIES or COMMIT_SECONDS); sync_index calls
-        this between polls. Returns how many groups were committed."""
+        """Commit the groups whose log is due (COMMIT_ENTRIES changes or COMMIT_SECONDS old);
+        sync_index calls this after every poll. It looks at the groups this process wrote, and on
+        its first call at every group (logs a previous process left). Returns the groups committed."""
+        with self._lock:
+            if self._pending is None:
+                candidates = set(self.storage.names())
+                self._pending = set()
+            else:
+                candidates, self._pending = self._pending, set()
         committed = 0
-        for group in self.storage.names():
+        for group in sorted(candidates):
             view = self._view(group)
-            if self._commit_due(view) and self.commit(group):
-                committed += 1
+            if view.log_id is None:
+                continue
+            if self._commit_due(view):
+                committed += self.commit(group)
+            else:
+                with self._lock:
+                    self._pending.add(group)
         return committed
 
     def pending_groups(self) -> list[str]:

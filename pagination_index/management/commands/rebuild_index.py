@@ -1,7 +1,9 @@
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
@@ -23,11 +25,14 @@ class Command(BaseCommand):
         parser.add_argument("--product", action="append", default=[], metavar="SKU",
                             help="Rebuild only this product's groups: its own and its rating groups (repeatable).")
         parser.add_argument("--segments", type=int, default=4, help="Parallel Scan segments for a full rebuild.")
+        parser.add_argument("--workers", type=int, default=1,
+                            help="Groups swapped in at once (each group is independent; the files and Redis "
+                                 "backends build several in parallel).")
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing unless the index is empty while the table is not.")
 
     @reports_unavailable
-    def handle(self, *args, product, segments, if_empty, verbosity, **options):
+    def handle(self, *args, product, segments, workers, if_empty, verbosity, **options):
         index, source = get_index(), get_source()
         if if_empty and (index.groups() or not source.has_items()):
             if verbosity >= 2:
@@ -35,6 +40,8 @@ class Command(BaseCommand):
             return
         if segments < 1:
             raise CommandError("--segments must be at least 1")
+        if workers < 1:
+            raise CommandError("--workers must be at least 1")
         started = timezone.now()
         arn = stream_arn(source)
         with stream_paused(index=index, stream_arn=arn, lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS):
@@ -43,10 +50,26 @@ class Command(BaseCommand):
                 for stale in set(index.groups()) - set(groups):
                     groups[stale] = []
             progress = Progress(self.stdout, len(groups), "swapping groups") if verbosity >= 1 else None
-            for group, entries in sorted(groups.items()):
-                index.replace(group, entries)
+            lock = threading.Lock()
+
+            def swap(item):
+                index.replace(*item)
                 if progress:
-                    progress.advance()
+                    with lock:
+                        progress.advance()
+
+            if workers == 1:
+                for item in sorted(groups.items()):
+                    swap(item)
+            else:
+                def swap_in_thread(item):
+                    try:
+                        swap(item)
+                    finally:
+                        connections.close_all()  # the thread's own (relational backend)
+
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(swap_in_thread, sorted(groups.items())))  # list(): raises the first error
             if progress:
                 progress.finish()
             stale_groups_clear(groups=list(groups) if product else None, before=started,
