@@ -210,3 +210,31 @@ class TestFileIndexUncommitted(IndexContract):
     @pytest.fixture
     def index(self, tmp_path):
         return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+
+
+class TestFileIndexOnS3(IndexContract):
+    """Generations in S3 (moto's server, a real HTTP process), the log local; a commit every 7 changes."""
+
+    @pytest.fixture
+    def index(self, files_s3_options):
+        return FileIndex(files_s3_options)
+
+    def test_reads_are_ranged_gets_of_immutable_generations_named_by_a_manifest(self, index):
+        index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(100)])
+        storage = index.storage
+        keys = [item["Key"] for item in storage._list(storage.folder("g"))]
+        assert sorted(key.rsplit("/", 1)[1] for key in keys) == ["gen-00000000000000000001", "manifest"]
+        calls = []
+        storage.client.meta.events.register("before-call.s3.GetObject", lambda params, **kw: calls.append(params))
+        assert index.at("g", 42) == ("m057", sk(57))
+        assert [call.get("headers", {}).get("Range") for call in calls][-1].startswith("bytes=")
+
+    def test_a_reader_elsewhere_sees_the_last_published_generation(self, index):
+        index.replace("g", [("a", sk(1))])
+        index.add_many("g", [("b", sk(2))])  # in the writer's local log, not yet committed
+        elsewhere = FileIndex(dict(index.options, PATH=index.journal.root.parent / "other-host"))
+        assert elsewhere.range("g", 0, 5) == [("a", sk(1))]
+        assert index.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]  # the writer's host: exact
+        index.commit("g")
+        elsewhere.storage.forget("g")  # or wait MANIFEST_SECONDS
+        assert elsewhere.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]

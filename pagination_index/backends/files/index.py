@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import fcntl
-import mmap
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from pagination_index.sortkeys import micros_sort_key
 from ..base import Entry, IndexUnavailable, NetWriteIndex, Removal, newest_first
 from . import format as fmt
 from . import log as wal
+from .s3 import S3Storage
 from .storage import Generation, LocalStorage, sync_batch
 
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
@@ -73,7 +73,12 @@ class FileIndex(NetWriteIndex):
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
-        self.storage = LocalStorage(self.options.get("PATH", "var/pagination-index"))
+        # Logs and locks always live in local files (on S3, on the host that runs sync_index).
+        self.journal = LocalStorage(self.options.get("PATH", "var/pagination-index"))
+        if self.options.get("S3_BUCKET"):
+            self.storage = S3Storage(self.options)
+        else:
+            self.storage = self.journal
         self.commit_entries = int(self.options.get("COMMIT_ENTRIES", 1000))
         self.commit_seconds = float(self.options.get("COMMIT_SECONDS", 60))
         self.open_groups = int(self.options.get("OPEN_GROUPS", 512))
@@ -84,7 +89,7 @@ class FileIndex(NetWriteIndex):
 
     # --- reading a group's state ---------------------------------------------------------------
     def _log_path(self, group: str, generation: int) -> Path:
-        return self.storage.group_dir(group) / f"log.{generation}"
+        return self.journal.group_dir(group) / f"log.{generation}"
 
     def _view(self, group: str) -> GroupView:
         try:
@@ -220,7 +225,8 @@ class FileIndex(NetWriteIndex):
         return view.overlay.count_newer(base_newer, sort_key, member) if view.overlay else base_newer
 
     def groups(self) -> list[str]:
-        return sorted(group for group in self.storage.names() if self.count(group) > 0)
+        names = set(self.storage.names()) | set(self.journal.names())
+        return sorted(group for group in names if self.count(group) > 0)
 
     def pending_changes(self, group: str) -> int:
         """Changes in the group's log not yet committed into a generation (verify_index shows them)."""
@@ -232,7 +238,7 @@ class FileIndex(NetWriteIndex):
         with self._lock:
             thread_lock = self._group_locks.setdefault(group, threading.Lock())
         with thread_lock:
-            folder = self.storage.ensure_group(group)
+            folder = self.journal.ensure_group(group)
             fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -251,17 +257,16 @@ class FileIndex(NetWriteIndex):
             wanted = sorted({int(member[:16], 16) for member in members if fmt._HEX32.fullmatch(member)})
             if not wanted:
                 return {}
-            with mmap.mmap(view.base.fd, 0, access=mmap.ACCESS_READ) as mapped:
-                records = np.frombuffer(mapped, dtype=UUID_COLUMNS, count=header.count, offset=header.data_offset)
-                high = records["hi"].astype(np.uint64)
-                targets = np.array(wanted, dtype=np.uint64)
-                slots = np.searchsorted(targets, high)
-                slots[slots == len(targets)] = 0
-                for position in np.flatnonzero(targets[slots] == high).tolist():
-                    member = f"{int(records['hi'][position]):016x}{int(records['lo'][position]):016x}"
-                    if member in members:
-                        found[member] = (position, micros_sort_key(int(records["k"][position])))
-                del records, high
+            data = view.base.read_records(0, header.count)
+            records = np.frombuffer(data, dtype=UUID_COLUMNS, count=header.count)
+            high = records["hi"].astype(np.uint64)
+            targets = np.array(wanted, dtype=np.uint64)
+            slots = np.searchsorted(targets, high)
+            slots[slots == len(targets)] = 0
+            for position in np.flatnonzero(targets[slots] == high).tolist():
+                member = f"{int(records['hi'][position]):016x}{int(records['lo'][position]):016x}"
+                if member in members:
+                    found[member] = (position, micros_sort_key(int(records["k"][position])))
             return found
         for position, (member, sort_key) in enumerate(self._base_entries(view, 0, view.base_count)):
             if member in members:
@@ -383,12 +388,13 @@ class FileIndex(NetWriteIndex):
                                    generation=view.generation + 1, records_crc=crc)
         self.storage.remove_temporary(group)
         self.storage.publish(group, view.generation + 1, [header, *chunks], pause=_pause)
+        self.storage.forget(group)  # our own next read looks at the new generation at once
         _pause("before-drop")
         self._drop_logs(group, keep=view.generation + 1)
 
     def _drop_logs(self, group: str, *, keep: int) -> None:
         """Remove the logs of older generations (folded in already; the lock is held)."""
-        for stale in self.storage.group_dir(group).glob("log.*"):
+        for stale in self.journal.group_dir(group).glob("log.*"):
             if stale.name != f"log.{keep}":
                 stale.unlink(missing_ok=True)
 
@@ -442,7 +448,7 @@ class FileIndex(NetWriteIndex):
         its first call at every group (logs a previous process left). Returns the groups committed."""
         with self._lock:
             if self._pending is None:
-                candidates = set(self.storage.names())
+                candidates = set(self.journal.names())
                 self._pending = set()
             else:
                 candidates, self._pending = self._pending, set()
@@ -459,10 +465,11 @@ class FileIndex(NetWriteIndex):
         return committed
 
     def pending_groups(self) -> list[str]:
-        return [group for group in self.storage.names() if self._view(group).log_id is not None]
+        return [group for group in self.journal.names() if self._view(group).log_id is not None]
 
     def clear(self) -> None:
         self.storage.clear()
+        self.journal.clear()
         with self._lock:
             self._views.clear()
 

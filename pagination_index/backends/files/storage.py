@@ -128,6 +128,9 @@ class LocalStorage:
             pause("published")
         fsync_dir(folder)
 
+    def forget(self, group: str) -> None:
+        """Nothing cached here: stamp() looks at the file every time."""
+
     def remove_temporary(self, group: str) -> None:
         """Leftovers of a committer that died (the caller holds the group's lock)."""
         for leftover in self.group_dir(group).glob("data.*.tmp.*"):
