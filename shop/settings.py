@@ -197,6 +197,12 @@ PAGINATION_INDEX_FILES = {  # FileIndex OPTIONS
     "PATH": os.environ.get("PAGINATION_INDEX_PATH") or str(VAR_DIR / "pagination-index"),
     "COMMIT_ENTRIES": int(os.environ.get("PAGINATION_INDEX_COMMIT_ENTRIES", "1000")),
     "COMMIT_SECONDS": float(os.environ.get("PAGINATION_INDEX_COMMIT_SECONDS", "60")),
+    # With a bucket, generations live in S3 (the log stays local, on the host running sync_index).
+    "S3_BUCKET": os.environ.get("PAGINATION_INDEX_S3_BUCKET", ""),
+    "S3_PREFIX": os.environ.get("PAGINATION_INDEX_S3_PREFIX", "pagination-index/"),
+    "S3_ENDPOINT_URL": os.environ.get("PAGINATION_INDEX_S3_ENDPOINT_URL", ""),
+    "S3_REGION": DYNAMODB["REGION"],
+    "MANIFEST_SECONDS": float(os.environ.get("PAGINATION_INDEX_S3_MANIFEST_SECONDS", "1")),
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["files"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_FILES)

@@ -251,7 +251,7 @@ def files_s3_options(s3_server, tmp_path):
     boto3.client("s3", endpoint_url=s3_server.url, region_name="us-east-1", aws_access_key_id="local",
                  aws_secret_access_key="local").create_bucket(Bucket=bucket)
     return {"PATH": str(tmp_path / "files-journal"), "S3_BUCKET": bucket, "S3_PREFIX": "index/",
-            "S3_ENDPOINT_URL": s3_server.url, "COMMIT_ENTRIES": 7}
+            "S3_ENDPOINT_URL": s3_server.url, "COMMIT_ENTRIES": 7, "MANIFEST_SECONDS": 60}
 
 
 INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb", "files"]
