@@ -23,6 +23,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from pagination_index.sortkeys import micros_sort_key, sort_key_micros
 
 from ..base import Entry
@@ -86,6 +88,30 @@ def encode_records(entries: Sequence[Entry], layout: int, record_size: int) -> b
         raw = member.encode()
         out.append(_PACKED_HEAD.pack(encode_key(key), len(raw)) + raw.ljust(width, b"\0"))
     return b"".join(out)
+
+
+_SORT_KEY_TEXT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+UUID_COLUMNS = np.dtype([("k", ">i8"), ("hi", ">u8"), ("lo", ">u8")])
+
+
+def uuid_records(entries: dict[str, str]) -> np.ndarray:
+    """Bulk build of UUID24 records (member -> sort key, members all 32 hex digits), sorted into
+    index order by numpy: no per-entry Python beyond checking each key's shape."""
+    keys = list(entries.values())
+    for key in keys:
+        if not _SORT_KEY_TEXT.fullmatch(key):
+            encode_key(key)  # raises the ValueError saying what is wrong
+    try:
+        micros = np.array([key[:-1] for key in keys], dtype="datetime64[us]").astype(np.int64)
+    except ValueError:  # e.g. February 30th: let the exact parser name it
+        for key in keys:
+            encode_key(key)
+        raise
+    members = np.frombuffer(bytes.fromhex("".join(entries)), dtype=">u8").reshape(-1, 2)
+    order = np.lexsort((members[:, 1], members[:, 0], micros))[::-1]
+    records = np.empty(len(keys), dtype=UUID_COLUMNS)
+    records["k"], records["hi"], records["lo"] = micros[order], members[order, 0], members[order, 1]
+    return records
 
 
 def decode_records(data: bytes, layout: int, record_size: int) -> list[Entry]:

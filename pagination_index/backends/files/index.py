@@ -30,7 +30,7 @@ from .s3 import S3Storage
 from .storage import Generation, LocalStorage, sync_batch
 
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
-UUID_COLUMNS = np.dtype([("k", ">i8"), ("hi", ">u8"), ("lo", ">u8")])
+UUID_COLUMNS = fmt.UUID_COLUMNS
 PAUSE_ENV = "PAGINATION_INDEX_FILES_PAUSE_AT"  # crash tests: "<step>:<marker file>"
 
 
@@ -369,13 +369,16 @@ class FileIndex(NetWriteIndex):
 
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
         """Bulk build: write the sorted generation directly, no log."""
-        ordered = newest_first(dict(entries).items())
-        layout, size = fmt.layout_for(member for member, _ in ordered)
-        records = fmt.encode_records(ordered, layout, size)
+        latest = dict(entries)
+        layout, size = fmt.layout_for(latest)
+        if layout == fmt.UUID24:
+            records = memoryview(fmt.uuid_records(latest).view(np.uint8)) if latest else b""
+        else:
+            records = fmt.encode_records(newest_first(latest.items()), layout, size)
         try:
             with self._locked(group):
                 view = self._view(group)
-                self._publish(group, view, layout, size, len(ordered), [records])
+                self._publish(group, view, layout, size, len(latest), [records])
         except OSError as exc:
             raise IndexUnavailable(f"files index, replace {group!r}: {exc}") from exc
 
