@@ -246,3 +246,30 @@ def test_log_records_decode_what_was_encoded():
     parsed, offset, torn = wal.parse_records(record, 0)
     assert offset == len(record) and not torn
     assert [(k, p, m) for k, p, m, _ in parsed] == [(wal.INSERT, 5, "ü"), (wal.DELETE, 0, "x")]
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_verify_index_tells_pending_commits_from_drift(comments_table, settings, tmp_path):
+    import io
+
+    from django.core.management import CommandError
+
+    from pagination_index import get_index
+    from tests import factories
+
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex",
+                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}}
+    factories.seed("A", 30, seed=1)
+    call_command("sync_index", once=True, verbosity=0)
+    index = get_index()
+    assert index.pending_changes("A") == 30
+    out = io.StringIO()
+    call_command("verify_index", recheck_seconds=0, verbosity=2, stdout=out)
+    assert "A: table 30, index 30, missing 0, extra 0, misordered 0, pending commit 30" in out.getvalue()
+    assert "pending commit (read already, not drift)" in out.getvalue()
+    index.remove_many("A", [index.at("A", 5)[0]])  # real drift, beside the pending changes
+    with pytest.raises(CommandError):
+        call_command("verify_index", recheck_seconds=0, verbosity=0, stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("commit_index", verbosity=0)
+    with pytest.raises(CommandError):
+        call_command("verify_index", recheck_seconds=0, verbosity=0, stdout=io.StringIO(), stderr=io.StringIO())
