@@ -342,7 +342,7 @@ class StreamConsumer:
             while not self.stop_event.is_set():
                 try:
                     result = self.poll()
-                    maintained = self.index.maintain()  # deferred work (the DynamoDB re-mark), bounded per call
+                    maintained = self.index.maintain()  # deferred work (DynamoDB re-mark, files commits), bounded
                     if not result.records:
                         self.lag.note(0.0)  # caught up: nothing is waiting
                     self.lag.flush(force=once and not result.records)

@@ -147,6 +147,7 @@ PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",
     "redis": "pagination_index.backends.redis.RedisIndex",
     "dynamodb": "pagination_index.backends.dynamodb.DynamoDBIndex",
+    "files": "pagination_index.backends.files.FileIndex",
 }
 _index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
 PAGINATION_INDEX = {
@@ -196,6 +197,22 @@ PAGINATION_INDEX_DYNAMODB = {  # DynamoDBIndex OPTIONS
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["dynamodb"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_DYNAMODB)
+# PAGINATION_INDEX_BACKEND=files: sorted fixed-size records per group in files under PATH, with a
+# write-ahead log folded into a new generation once it holds COMMIT_ENTRIES changes or is
+# COMMIT_SECONDS old (docs/backends-files.md).
+PAGINATION_INDEX_FILES = {  # FileIndex OPTIONS
+    "PATH": os.environ.get("PAGINATION_INDEX_PATH") or str(VAR_DIR / "pagination-index"),
+    "COMMIT_ENTRIES": int(os.environ.get("PAGINATION_INDEX_COMMIT_ENTRIES", "1000")),
+    "COMMIT_SECONDS": float(os.environ.get("PAGINATION_INDEX_COMMIT_SECONDS", "60")),
+    # With a bucket, generations live in S3 (the log stays local, on the host running sync_index).
+    "S3_BUCKET": os.environ.get("PAGINATION_INDEX_S3_BUCKET", ""),
+    "S3_PREFIX": os.environ.get("PAGINATION_INDEX_S3_PREFIX", "pagination-index/"),
+    "S3_ENDPOINT_URL": os.environ.get("PAGINATION_INDEX_S3_ENDPOINT_URL", ""),
+    "S3_REGION": DYNAMODB["REGION"],
+    "MANIFEST_SECONDS": float(os.environ.get("PAGINATION_INDEX_S3_MANIFEST_SECONDS", "1")),
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["files"]:
+    PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_FILES)
 # After an index call fails, pages fail fast (503) for this many seconds instead of each call
 # waiting out the store's timeouts again (0 disables).
 PAGINATION_INDEX_FAIL_FAST_SECONDS = float(os.environ.get("PAGINATION_INDEX_FAIL_FAST_SECONDS", "2"))

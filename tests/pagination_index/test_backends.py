@@ -9,6 +9,7 @@ from redis.crc import key_slot
 from pagination_index import micros_sort_key
 from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable, Remove, newest_first
 from pagination_index.backends.dynamodb import DynamoDBIndex
+from pagination_index.backends.files import FileIndex
 from pagination_index.backends.redis import RedisIndex, group_of_key, sort_key_score
 from pagination_index.backends.relational import RelationalIndex
 from tests.pagination_index.contract import IndexContract, sk
@@ -389,3 +390,48 @@ class TestDynamoDBIndex(IndexContract):
         index = DynamoDBIndex({"ENDPOINT_URL": "http://127.0.0.1:9", "TABLE": "t", "CONNECT_TIMEOUT": 0.2, "MAX_ATTEMPTS": 1})
         with pytest.raises(IndexUnavailable):
             index.count("g")
+
+
+class TestFileIndex(IndexContract):
+    """Local storage, with a commit every 7 log changes so the contract's writes cross many commits
+    and most reads merge a pending log with a generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 7})
+
+
+class TestFileIndexUncommitted(IndexContract):
+    """No commit ever runs on its own: every read merges the whole log with the generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+
+
+class TestFileIndexOnS3(IndexContract):
+    """Generations in S3 (moto's server, a real HTTP process), the log local; a commit every 7 changes."""
+
+    @pytest.fixture
+    def index(self, files_s3_options):
+        return FileIndex(files_s3_options)
+
+    def test_reads_are_ranged_gets_of_immutable_generations_named_by_a_manifest(self, index):
+        index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(100)])
+        storage = index.storage
+        keys = [item["Key"] for item in storage._list(storage.folder("g"))]
+        assert sorted(key.rsplit("/", 1)[1] for key in keys) == ["gen-00000000000000000001", "manifest"]
+        calls = []
+        storage.client.meta.events.register("before-call.s3.GetObject", lambda params, **kw: calls.append(params))
+        assert index.at("g", 42) == ("m057", sk(57))
+        assert [call.get("headers", {}).get("Range") for call in calls][-1].startswith("bytes=")
+
+    def test_a_reader_elsewhere_sees_the_last_published_generation(self, index):
+        index.replace("g", [("a", sk(1))])
+        index.add_many("g", [("b", sk(2))])  # in the writer's local log, not yet committed
+        elsewhere = FileIndex(dict(index.options, PATH=index.journal.root.parent / "other-host"))
+        assert elsewhere.range("g", 0, 5) == [("a", sk(1))]
+        assert index.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]  # the writer's host: exact
+        index.commit("g")
+        elsewhere.storage.forget("g")  # or wait MANIFEST_SECONDS
+        assert elsewhere.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]

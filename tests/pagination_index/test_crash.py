@@ -69,12 +69,22 @@ def dynamodb_index(request, settings) -> dict:
             "PAGINATION_INDEX_DYNAMODB_MAX_SHIFT": str(options["MAX_SHIFT"])}
 
 
+def files_index(request, settings) -> dict:
+    """The files backend on a folder of the test's own; commits every 40 changes, so the kills
+    land in commits too."""
+    path = str(request.getfixturevalue("tmp_path") / "files-index")
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["files"],
+                                 "OPTIONS": {"PATH": path, "COMMIT_ENTRIES": 40}}
+    return {"PAGINATION_INDEX_BACKEND": "files", "PAGINATION_INDEX_PATH": path, "PAGINATION_INDEX_COMMIT_ENTRIES": "40"}
+
+
 SUBPROCESS_BACKENDS = {
     "relational-sqlite": lambda request, settings: {"PAGINATION_INDEX_BACKEND": "relational"},
     "relational-postgres": relational_on_postgres,
     "redis": redis_index,
     "redis-cluster": lambda request, settings: redis_index(request, settings, "redis_cluster_index_options"),
     "dynamodb": dynamodb_index,
+    "files": files_index,
 }
 
 

@@ -1,7 +1,9 @@
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.core.management.base import CommandError
+from django.db import connections
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
@@ -24,10 +26,15 @@ class Command(ReportingCommand):
         parser.add_argument("--segments", type=int, default=4, help="Parallel Scan segments for a full rebuild.")
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing unless the index is empty while the table is not.")
+        parser.add_argument("--workers", type=int, default=1,
+                            help="Groups swapped in at once (each group is independent; the files and Redis "
+                                 "backends build several in parallel).")
 
     @reports_unavailable
-    def handle(self, *args, product, segments, if_empty, **options):
+    def handle(self, *args, product, segments, workers, if_empty, **options):
         index, source = get_index(), get_source()
+        if workers < 1:
+            raise CommandError("--workers must be at least 1")
         if if_empty and (index.groups() or not source.has_items()):
             self.note("index already filled (or table empty): nothing to rebuild", level=2)
             return
@@ -41,10 +48,26 @@ class Command(ReportingCommand):
                 for stale in set(index.groups()) - set(groups):
                     groups[stale] = []
             progress = self.progress(len(groups), "swapping groups")
-            for group, entries in sorted(groups.items()):
-                index.replace(group, entries)
+            lock = threading.Lock()
+
+            def swap(item):
+                index.replace(*item)
                 if progress:
-                    progress.advance()
+                    with lock:
+                        progress.advance()
+
+            if workers == 1:
+                for item in sorted(groups.items()):
+                    swap(item)
+            else:
+                def swap_in_thread(item):
+                    try:
+                        swap(item)
+                    finally:
+                        connections.close_all()  # the thread's own (relational backend)
+
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(swap_in_thread, sorted(groups.items())))  # list(): raises the first error
             if progress:
                 progress.finish()
             stale_groups_clear(groups=list(groups) if product else None, before=started,
