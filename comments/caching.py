@@ -1,4 +1,4 @@
-"""HTTP caching of product pages: a strong ETag of what the page shows, Last-Modified, 304s, and
+"""HTTP caching of product pages and the catalogue: a strong ETag of what the page shows, Last-Modified, 304s, and
 Cache-Control that never lets a shared cache hand one visitor's flash message or session to another.
 Every page, page 1 and its comment form included, is the same for every visitor without a message."""
 from __future__ import annotations
@@ -62,6 +62,16 @@ def page_digest(request, product: Product, page: CommentPage) -> str:
     return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
 
 
+def catalogue_digest(request, rows: list[tuple[Product, int | None]]) -> str:
+    """The catalogue's counterpart of page_digest: every product row as shown, with its comment count."""
+    shown = [
+        template_fingerprint(),
+        request.build_absolute_uri(),
+        [[p.sku, p.name, str(p.price), p.updated_at.isoformat(), count] for p, count in rows],
+    ]
+    return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
+
+
 def page_etag(digest: str) -> str:
     """A strong ETag from the page's digest: the same for every visitor."""
     return f'"{digest[:40]}"'
@@ -102,8 +112,9 @@ def set_cache_headers(request, response, *, etag: str | None, last_modified: dat
                       personal: bool = False, max_age: int | None = None):
     """Validators (when given), then `public` only when the page is the same for everyone; a page read
     through the visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a
-    flash message page is not stored at all. `max_age` defaults to COMMENTS_PAGE_MAX_AGE (full
-    archive pages of stable numbering pass COMMENTS_ARCHIVE_MAX_AGE)."""
+    flash message page is not stored at all. No `last_modified` (the catalogue: its counts change
+    undated) sends the ETag alone. `max_age` defaults to COMMENTS_PAGE_MAX_AGE (full archive pages of
+    stable numbering pass COMMENTS_ARCHIVE_MAX_AGE)."""
     if personal:
         patch_cache_control(response, no_store=True, private=True)
         return response

@@ -8,7 +8,6 @@ from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedi
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import get_conditional_response
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_safe
 
 from comments import caching, cursors, seo
 from comments.forms import CommentForm
@@ -29,6 +28,7 @@ from comments.table.client import StoreUnavailable
 from comments.table.keys import RATINGS
 from comments.throttle import comment_post_allowed
 from comments.windows import product_for_page
+from shop.decorators import method_not_allowed, read_only
 from shop.middleware import service_unavailable
 from shop.models import Product
 
@@ -38,7 +38,7 @@ def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)
 
 
-@require_safe
+@read_only
 def product_detail(request, sku):
     """A product and one page of its comments: `?page=N`, optionally `?rating=3&rating=5` (filtered
     pages are noindex), or `?cursor=...` ("Load more"). The index or the store being down is a 503
@@ -109,7 +109,10 @@ def product_detail(request, sku):
         next_url = archive_href(path, newest) if newest else None
         pager = archive_pager_links(path, None, newest)
     else:
-        canonical = request.build_absolute_uri(page_href(path, number, ratings))
+        # A cursor page is its own canonical: it is noindex, and a canonical naming the numbered page
+        # it overlaps would contradict that (and the cursor's slice need not line up with any page).
+        canonical = request.build_absolute_uri(cursor_href(path, cursor[0], ratings) if cursor
+                                               else page_href(path, number, ratings))
         previous_url = page_href(path, number - 1, ratings) if page.has_previous() else None
         # A cursor page continues with its cursor ("Load more"), not with numbered neighbours.
         next_url = page_href(path, number + 1, ratings) if page.has_next() and not cursor else None
@@ -134,9 +137,9 @@ def product_detail(request, sku):
             "more_url": more_url,
             "canonical_url": canonical,
             # Filters and cursors only re-slice the product's numbered pages: crawlers may follow their
-            # links but not index them (robots.txt keeps them out too). Their canonical stays their own
-            # URL: pointing it at another page while saying noindex would send search engines two
-            # contradicting signals.
+            # links but not index them (robots.txt keeps them out too). Their canonical is their own
+            # URL (`canonical` above): pointing it at another page while saying noindex would send
+            # search engines two contradicting signals.
             "noindex": bool(ratings or cursor),
             "ratings": ratings,
             "rating_choices": [(rating, rating in ratings) for rating in RATINGS],
@@ -169,10 +172,28 @@ def comment_form_page(request, product, form, *, heading, notice="", status):
     }, status=status)
 
 
+def too_many_posts(request, product, form, verdict, *, accepted: bool):
+    """The 429 page, with the comment kept (and an invalid one's errors shown) and Retry-After."""
+    if accepted:
+        notice = f"You can post up to {settings.COMMENTS_POSTS_PER_MINUTE} comments a minute."
+    else:
+        notice = f"We received more than {settings.COMMENTS_INVALID_POSTS_PER_MINUTE} incomplete forms from you this minute."
+    response = comment_form_page(
+        request, product, form, status=429, heading="Please wait a moment",
+        notice=f"{notice} Your comment is kept below: please post it again in {verdict.retry_after} seconds.")
+    response["Retry-After"] = str(verdict.retry_after)
+    return response
+
+
+POST_URL_METHODS = ("GET", "HEAD", "POST")  # GET and HEAD go to the product page
+
+
 @csrf_exempt  # no per-visitor token in the form: the Origin is checked instead (comments.origin)
 def comment_post(request, sku):
     """The comment form's target. Success is a 303 to page 1, where the new comment is first; a post
     from another site is a 403."""
+    if request.method not in POST_URL_METHODS:
+        return method_not_allowed(request, POST_URL_METHODS)
     try:
         product = get_object_or_404(Product, sku=sku)
     except (OperationalError, InterfaceError):  # the shop's database is down: keep the comment, not a bare 503
@@ -189,21 +210,19 @@ def comment_post(request, sku):
         logger.info("comment post on %s refused: %s", sku, refusal)
         return comment_form_page(request, product, CommentForm(initial=request.POST.dict()), status=403,
                                  heading="We couldn't accept this form", notice=refusal)
-    verdict = comment_post_allowed(request)
-    if not verdict.allowed:
-        response = comment_form_page(
-            request, product, CommentForm(initial=request.POST.dict()), status=429,
-            heading="Please wait a moment",
-            notice=f"You can post up to {settings.COMMENTS_POSTS_PER_MINUTE} comments a minute. Your comment "
-                   f"is kept below: please post it again in {verdict.retry_after} seconds.")
-        response["Retry-After"] = str(verdict.retry_after)
-        return response
+    # Judged first, counted after: only accepted posts (and the honeypot's) use up the posting limit;
+    # invalid ones have a more generous limit of their own (comments/throttle.py).
     form = CommentForm(request.POST)
-    if form.is_bot():
+    is_bot = form.is_bot()
+    accepted = is_bot or form.is_valid()
+    verdict = comment_post_allowed(request, accepted=accepted)
+    if not verdict.allowed:
+        return too_many_posts(request, product, form, verdict, accepted=accepted)
+    if is_bot:
         logger.info("comment honeypot filled for %s; dropped", sku)
         messages.success(request, POSTED_MESSAGE)
         return HttpResponseSeeOther(product.get_absolute_url())
-    if not form.is_valid():
+    if not accepted:
         return comment_form_page(request, product, form, status=400, heading=f"Your comment on {product.name}")
     try:
         comment = comment_create(sku=sku, **form.comment_fields())
