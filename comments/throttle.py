@@ -1,4 +1,6 @@
-"""At most COMMENTS_POSTS_PER_MINUTE comment posts per client per minute, counted in Django's cache.
+"""At most COMMENTS_POSTS_PER_MINUTE accepted comment posts per client per minute, counted in Django's
+cache. Posts refused as invalid have a count and a more generous limit of their own
+(COMMENTS_INVALID_POSTS_PER_MINUTE), so a person correcting their form is not locked out of posting.
 
 A fixed one-minute window per client: `cache.add` then `cache.incr`, both atomic on LocMemCache and
 on Redis (django-redis), so concurrent posts from one client are all counted. LocMemCache counts per
@@ -43,16 +45,21 @@ def client_address(request) -> str:
     return str(ip)
 
 
-def comment_post_allowed(request) -> Verdict:
-    """Count this post against the client's minute; allowed while the count is within the limit."""
-    limit = settings.COMMENTS_POSTS_PER_MINUTE
+def comment_post_allowed(request, *, accepted: bool) -> Verdict:
+    """Count this post against the client's minute, once the form has been judged: `accepted` (valid,
+    or the honeypot's pretended success) against COMMENTS_POSTS_PER_MINUTE, an invalid one against
+    COMMENTS_INVALID_POSTS_PER_MINUTE. Allowed while that count is within its limit (0: no limit)."""
+    if accepted:
+        kind, limit = "posts", settings.COMMENTS_POSTS_PER_MINUTE
+    else:
+        kind, limit = "invalid-posts", settings.COMMENTS_INVALID_POSTS_PER_MINUTE
     now = time.time()
     window = int(now // WINDOW_SECONDS)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))
     if limit <= 0:
         return Verdict(True, retry_after)
     client = hashlib.sha256(client_address(request).encode()).hexdigest()[:32]
-    key = f"comments:posts:{client}:{window}"
+    key = f"comments:{kind}:{client}:{window}"
     cache.add(key, 0, timeout=WINDOW_SECONDS + 5)
     try:
         count = cache.incr(key)

@@ -8,15 +8,18 @@ from django.views.decorators.cache import never_cache
 
 from ops import selectors
 from ops.charts import lag_chart
+from shop.decorators import read_only
 from shop.middleware import service_unavailable
 
 
+@read_only
 @never_cache
 def healthz(request):
     """The process is up and answers; touches no dependency (a liveness probe)."""
     return HttpResponse("ok\n", content_type="text/plain")
 
 
+@read_only
 @never_cache
 def readyz(request):
     """Every dependency of a page answers (a readiness probe): 200, or 503 naming what failed."""
@@ -27,6 +30,7 @@ def readyz(request):
     return response if ready else service_unavailable(response)
 
 
+@read_only
 @never_cache
 @staff_member_required
 def status(request):

@@ -38,6 +38,7 @@ def handler(event: dict, context) -> dict:
         try:
             with transaction.atomic():
                 apply_records(index, records)
+            _maintain(index)
             return {"batchItemFailures": []}
         except Exception:
             logger.exception("batch of %d records failed; applying them one by one", len(records))
@@ -51,6 +52,15 @@ def handler(event: dict, context) -> dict:
         return {"batchItemFailures": []}
     finally:
         close_old_connections()
+
+
+def _maintain(index) -> None:
+    """The backend's deferred work (the DynamoDB index's re-mark), bounded per call; its failure does
+    not fail the batch, which is applied: the next invocation or sync_index finishes it."""
+    try:
+        index.maintain()
+    except Exception:
+        logger.exception("index maintenance failed; left to the next invocation")
 
 
 def _sequence_number(record: dict) -> str:

@@ -1,7 +1,27 @@
-"""Progress for long commands: a redrawn bar on a terminal, plain periodic lines otherwise."""
+"""Progress for long commands: a redrawn bar on a terminal, plain periodic lines otherwise.
+
+Commands write progress to stderr (their stdout is the result: reports and the closing summary), and
+only at verbosity 1 or more (docs/reference.md, "Command output").
+"""
 from __future__ import annotations
 
 import time
+
+from django.core.management.base import OutputWrapper
+
+
+def _unstyled(text: str) -> str:
+    return text
+
+
+def write_plain(stream, text: str, style_func=None) -> None:
+    """Write `text` as it is: through a command's OutputWrapper, no line ending added and not in the
+    error colour Django gives a command's stderr on a terminal (unless `style_func` is given)."""
+    if isinstance(stream, OutputWrapper):
+        stream.write(text, style_func=style_func or _unstyled, ending="")
+    else:
+        stream.write(text)
+    stream.flush()
 
 
 class Progress:
@@ -24,8 +44,7 @@ class Progress:
                 self._draw()
         elif now - self._last >= self.every_seconds:
             self._last = now
-            self.stream.write(f"{self.label}: {self._figures()}\n")
-            self.stream.flush()
+            write_plain(self.stream, f"{self.label}: {self._figures()}\n")
 
     def _figures(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
@@ -35,13 +54,12 @@ class Progress:
     def _draw(self) -> None:
         filled = int(self.width * self.done / self.total) if self.total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {self._figures()}")
-        self.stream.flush()
+        write_plain(self.stream, f"\r{self.label} [{bar}] {self._figures()}")
 
     def finish(self) -> None:
         if self.tty:
             self._draw()
-            self.stream.write("\n")
+            write_plain(self.stream, "\n")
         else:
-            self.stream.write(f"{self.label}: done, {self._figures()}\n")
-        self.stream.flush()
+            write_plain(self.stream, f"{self.label}: done, {self._figures()}\n")
+

@@ -342,6 +342,7 @@ class StreamConsumer:
             while not self.stop_event.is_set():
                 try:
                     result = self.poll()
+                    maintained = self.index.maintain()  # deferred work (DynamoDB re-mark, files commits), bounded
                     if not result.records:
                         self.lag.note(0.0)  # caught up: nothing is waiting
                     self.lag.flush(force=once and not result.records)
@@ -360,7 +361,7 @@ class StreamConsumer:
                 if on_poll:
                     on_poll(result)
                 if once:
-                    if not result.records and not result.finished_shards:
+                    if not result.records and not result.finished_shards and not maintained:
                         break
                     continue
                 # A poll reads every shard to its current end, so now we are caught up: wait, rather

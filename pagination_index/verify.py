@@ -18,6 +18,7 @@ class GroupDrift:
     extra: int = 0  # in the index, not in the table
     misordered: int = 0  # common entries out of the table's order
     problems: list[str] = field(default_factory=list)  # count() disagreeing, backend integrity checks
+    pending: int = 0  # writes the backend holds for a commit (files backend's log): included in reads, not drift
 
     @property
     def ok(self) -> bool:
@@ -47,4 +48,6 @@ def group_drift(index: BaseIndex, group: str, table: Sequence[Entry]) -> GroupDr
     if drift.index_count != len(actual):
         drift.problems.append(f"count() says {drift.index_count} but the group holds {len(actual)} entries")
     drift.problems.extend(index.check_integrity(group))
+    drift.problems.extend(index.check_order(group, expected))
+    drift.pending = index.pending_changes(group)
     return drift

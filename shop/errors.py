@@ -7,8 +7,14 @@ from django.views.defaults import bad_request as django_bad_request
 def bad_request(request, exception):
     """A body over DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 that says so; anything else is Django's 400."""
     if isinstance(exception, RequestDataTooBig):
-        return render(request, "413.html", status=413)
+        return request_too_large(request)
     return django_bad_request(request, exception, template_name="400.html")
+
+
+def request_too_large(request):
+    """The 413 page, from handler400 or, before Django's debug page can take over, from
+    shop.middleware.RequestTooLargeMiddleware."""
+    return render(request, "413.html", status=413)
 
 
 def csrf_failure(request, reason=""):

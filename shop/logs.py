@@ -1,18 +1,38 @@
 """Log formatters: one line per event, its fields as JSON (LOG_FORMAT=json) or as key=value pairs.
 
 Callers pass an event's fields with `extra={"fields": {...}}`; the message stays a short event name
-("request", "sync batch"), so the same call reads well in either format.
+("request", "sync batch"), so the same call reads well in either format. Every line logged while a
+request is served carries its id (`request_id`), put there by RequestIdFilter from the contextvar that
+shop.middleware.RequestLogMiddleware sets.
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 from datetime import datetime, timezone
 
+# The id of the request this thread is serving; None outside a request (commands, sync_index, start-up).
+current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+class RequestIdFilter(logging.Filter):
+    """Stamps each record with `request_id`: the current request's, or None outside one."""
+
+    def filter(self, record):
+        if getattr(record, "request_id", None) is None:
+            record.request_id = current_request_id.get()
+        return True
+
 
 def _fields(record: logging.LogRecord) -> dict:
+    """The event's fields, with the request id first when the record was logged during a request."""
     fields = getattr(record, "fields", None)
-    return fields if isinstance(fields, dict) else {}
+    fields = fields if isinstance(fields, dict) else {}
+    request_id = getattr(record, "request_id", None)
+    if request_id is None or "request_id" in fields:
+        return fields
+    return {"request_id": request_id, **fields}
 
 
 def _plain(value) -> str:

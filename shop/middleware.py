@@ -8,14 +8,18 @@ import time
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
+from django.middleware.gzip import re_accepts_gzip
 from django.middleware.http import ConditionalGetMiddleware
 from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 
 from comments.table.client import StoreUnavailable
 from pagination_index import IndexUnavailable
+from shop.errors import request_too_large
+from shop.logs import current_request_id
 
 logger = logging.getLogger("shop.request")
 unavailable_logger = logging.getLogger("shop.unavailable")
@@ -28,6 +32,10 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 class RequestLogMiddleware:
     """One structured log line per request, and a request id echoed in the X-Request-ID header.
 
+    The id is also this thread's `shop.logs.current_request_id` while the request is served, so every
+    line logged meanwhile carries it (shop.logs.RequestIdFilter); shop.apps clears it when the response
+    is closed, after Django's own "Not Found: ..." line, which is logged outside the middleware.
+
     Views add what only they know as request attributes: product pages set `page_number` and
     `page_served_by` ("fast" or "index").
     """
@@ -39,6 +47,7 @@ class RequestLogMiddleware:
         started = time.perf_counter()
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
         request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        current_request_id.set(request.request_id)
         response = self.get_response(request)
         response[REQUEST_ID_HEADER] = request.request_id
         fields = {
@@ -59,7 +68,11 @@ class RequestLogMiddleware:
 
 class ContentSecurityPolicyMiddleware:
     """Adds settings.CONTENT_SECURITY_POLICY to responses that don't set their own (Django 5.2 has no
-    built-in CSP). An empty setting sends no header."""
+    built-in CSP). An empty setting sends no header.
+
+    Under DEBUG, Django's own debug pages (the technical 404 and 500 pages, styled and scripted
+    inline) get the policy with inline styles and scripts allowed, so they render as Django means them
+    to; every other response keeps the policy production sends."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -68,8 +81,58 @@ class ContentSecurityPolicyMiddleware:
         response = self.get_response(request)
         policy = settings.CONTENT_SECURITY_POLICY
         if policy and "Content-Security-Policy" not in response:
+            if settings.DEBUG and is_django_debug_page(response):
+                policy = allow_inline(policy)
             response["Content-Security-Policy"] = policy
         return response
+
+
+# Django's technical_404.html and technical_500.html (and no template of ours) carry this tag.
+DEBUG_PAGE_MARK = b'<meta name="robots" content="NONE,NOARCHIVE">'
+
+
+def is_django_debug_page(response) -> bool:
+    return (response.status_code >= 400 and not response.streaming
+            and response.get("Content-Type", "").startswith("text/html") and DEBUG_PAGE_MARK in response.content)
+
+
+def allow_inline(policy: str) -> str:
+    """`policy` with 'unsafe-inline' added to style-src and script-src (added with 'self' if absent)."""
+    directives = [directive.split() for directive in policy.split(";") if directive.strip()]
+    for name in ("style-src", "script-src"):
+        directive = next((d for d in directives if d[0] == name), None)
+        if directive is None:
+            directives.append([name, "'self'", "'unsafe-inline'"])
+        elif "'unsafe-inline'" not in directive:
+            directive.append("'unsafe-inline'")
+    return "; ".join(" ".join(directive) for directive in directives)
+
+
+class RequestTooLargeMiddleware:
+    """A request body over DATA_UPLOAD_MAX_MEMORY_SIZE gets the 413 page under DEBUG too.
+
+    Without DEBUG, Django hands the RequestDataTooBig to handler400 (shop.errors), which answers 413;
+    with DEBUG it shows its debug page with status 400 instead, so `make run` would disagree with
+    production. This answers first in both modes: process_view parses a POST's form before the CSRF
+    check does (the parse is kept on the request, so nothing reads the body twice), and
+    process_exception catches a view that reads the body itself."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view_func, view_args, view_kwargs):
+        if request.method == "POST":
+            try:
+                request.POST
+            except RequestDataTooBig:
+                return request_too_large(request)
+        return None
+
+    def process_exception(self, request, exception):
+        return request_too_large(request) if isinstance(exception, RequestDataTooBig) else None
 
 
 class ServiceUnavailableMiddleware:
@@ -109,7 +172,8 @@ def service_unavailable(response):
 
 class MicroCacheMiddleware:
     """Whole public responses, kept in this process for RESPONSE_MICRO_CACHE_SECONDS (about a second)
-    and handed to cookie-less GETs of the same URL without running the rest of the stack.
+    and handed to cookie-less GETs of the same URL (gzip-accepting or not: a copy for each, since
+    GZipMiddleware runs inside) without running the rest of the stack.
 
     A hot page asked for hundreds of times a second is then built about once a second per worker.
     Only a 200 marked `Cache-Control: public` (never private or no-store, no cookie set, no Vary but
@@ -137,7 +201,9 @@ class MicroCacheMiddleware:
             return response
         if meta.get("HTTP_COOKIE") or "HTTP_AUTHORIZATION" in meta:
             return self.get_response(request)
-        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""))
+        # GZipMiddleware (inside) compresses for clients that accept gzip: one copy for them, one for the rest.
+        key = (request.scheme, meta.get("HTTP_HOST", ""), meta.get("PATH_INFO", ""), meta.get("QUERY_STRING", ""),
+               bool(re_accepts_gzip.search(meta.get("HTTP_ACCEPT_ENCODING", ""))))
         now = time.monotonic()
         entry = self.entries.get(key)
         if entry is not None and entry[0] > now:

@@ -67,11 +67,15 @@ MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
+    # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
+    # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
+    "django.middleware.gzip.GZipMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "shop.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "shop.middleware.RequestTooLargeMiddleware",  # a body over the limit: the 413 page, DEBUG or not
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -146,6 +150,7 @@ PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",
     "redis": "pagination_index.backends.redis.RedisIndex",
     "dynamodb": "pagination_index.backends.dynamodb.DynamoDBIndex",
+    "files": "pagination_index.backends.files.FileIndex",
 }
 _index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
 PAGINATION_INDEX = {
@@ -181,17 +186,36 @@ if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
 # PAGINATION_INDEX_BACKEND=dynamodb: the index in a DynamoDB table of its own (docs/backends-dynamodb.md),
 # by default on the comments table's endpoint, named after it with "-pidx"; created on first write.
 # PAGE_SIZE: entries per page item (an item holds at most 400 KB; 20 entries are about 1.2 KB).
+# MAX_SHIFT: page items one insert/delete may shift (at most 90); past that the group is marked and
+# sync_index's re-mark shifts them in the background.
 PAGINATION_INDEX_DYNAMODB = {  # DynamoDBIndex OPTIONS
     "ENDPOINT_URL": DYNAMODB["ENDPOINT_URL"],
     "REGION": DYNAMODB["REGION"],
     "TABLE": os.environ.get("PAGINATION_INDEX_DYNAMODB_TABLE", f"{DYNAMODB['TABLE']}-pidx"),
     "PAGE_SIZE": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_PAGE_SIZE", "20")),
+    "MAX_SHIFT": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_MAX_SHIFT", "20")),
     "CONNECT_TIMEOUT": DYNAMODB["CONNECT_TIMEOUT"],
     "READ_TIMEOUT": DYNAMODB["READ_TIMEOUT"],
     "MAX_ATTEMPTS": DYNAMODB["MAX_ATTEMPTS"],
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["dynamodb"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_DYNAMODB)
+# PAGINATION_INDEX_BACKEND=files: sorted fixed-size records per group in files under PATH, with a
+# write-ahead log folded into a new generation once it holds COMMIT_ENTRIES changes or is
+# COMMIT_SECONDS old (docs/backends-files.md).
+PAGINATION_INDEX_FILES = {  # FileIndex OPTIONS
+    "PATH": os.environ.get("PAGINATION_INDEX_PATH") or str(VAR_DIR / "pagination-index"),
+    "COMMIT_ENTRIES": int(os.environ.get("PAGINATION_INDEX_COMMIT_ENTRIES", "1000")),
+    "COMMIT_SECONDS": float(os.environ.get("PAGINATION_INDEX_COMMIT_SECONDS", "60")),
+    # With a bucket, generations live in S3 (the log stays local, on the host running sync_index).
+    "S3_BUCKET": os.environ.get("PAGINATION_INDEX_S3_BUCKET", ""),
+    "S3_PREFIX": os.environ.get("PAGINATION_INDEX_S3_PREFIX", "pagination-index/"),
+    "S3_ENDPOINT_URL": os.environ.get("PAGINATION_INDEX_S3_ENDPOINT_URL", ""),
+    "S3_REGION": DYNAMODB["REGION"],
+    "MANIFEST_SECONDS": float(os.environ.get("PAGINATION_INDEX_S3_MANIFEST_SECONDS", "1")),
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["files"]:
+    PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_FILES)
 # After an index call fails, pages fail fast (503) for this many seconds instead of each call
 # waiting out the store's timeouts again (0 disables).
 PAGINATION_INDEX_FAIL_FAST_SECONDS = float(os.environ.get("PAGINATION_INDEX_FAIL_FAST_SECONDS", "2"))
@@ -208,9 +232,17 @@ SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
 COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
-# At most this many comment posts per client per minute (0 turns the limit off), counted in the
+# What ?page=N means on a product's unfiltered pages: "newest" (page 1 = the newest comments, so
+# every post shifts every page) or "stable" (archive pages counted from the oldest comment, so a
+# post changes the landing page and the newest archive page only). docs/architecture.md, "Stable
+# page numbers"; switching a live site changes what old ?page=N URLs show.
+COMMENTS_PAGE_NUMBERING = os.environ.get("COMMENTS_PAGE_NUMBERING", "newest")
+# At most this many accepted comment posts per client per minute (0 turns the limit off), counted in the
 # default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
 COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
+# Posts refused as invalid (a 400 with the form's errors) are counted apart, against this more generous
+# limit, so correcting a form never uses up the posting limit (0 turns it off).
+COMMENTS_INVALID_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_INVALID_POSTS_PER_MINUTE", "30"))
 # Behind a proxy: the header it writes the client's address into (e.g. X-Forwarded-For); the
 # rightmost address in it is used. Empty: REMOTE_ADDR.
 COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")
@@ -247,6 +279,8 @@ RESPONSE_MICRO_CACHE_SECONDS = float(os.environ.get("RESPONSE_MICRO_CACHE_SECOND
 RESPONSE_MICRO_CACHE_ENTRIES = int(os.environ.get("RESPONSE_MICRO_CACHE_ENTRIES", "256"))
 # Product pages' Cache-Control max-age in seconds (public for cookie-less visitors, else private).
 COMMENTS_PAGE_MAX_AGE = int(os.environ.get("COMMENTS_PAGE_MAX_AGE", "60"))
+# With COMMENTS_PAGE_NUMBERING=stable: max-age of full archive pages, whose comments no post changes.
+COMMENTS_ARCHIVE_MAX_AGE = int(os.environ.get("COMMENTS_ARCHIVE_MAX_AGE", "86400"))
 
 # --- Static files ---------------------------------------------------------------------------
 # Served by WhiteNoise from STATIC_ROOT (filled by `collectstatic`, run at image build) under
@@ -297,11 +331,15 @@ CONTENT_SECURITY_POLICY = os.environ.get(
 
 # --- Logging --------------------------------------------------------------------------------
 # One structured line per request (shop.middleware) and per stream batch (pagination_index.stream);
-# JSON objects when LOG_FORMAT=json, else readable key=value lines.
+# JSON objects when LOG_FORMAT=json, else readable key=value lines, all on stderr through one handler.
+# Every line logged during a request carries its request_id (the filter). gunicorn's own lines use the
+# same formatter (gunicorn.conf.py, shop.gunicorn_logging).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text")
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO").upper()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"request_id": {"()": "shop.logs.RequestIdFilter"}},
     "formatters": {
         "plain": {"()": "shop.logs.KeyValueFormatter"},
         "json": {"()": "shop.logs.JSONFormatter"},
@@ -310,10 +348,19 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["request_id"],
         },
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"botocore": {"level": "WARNING"}, "urllib3": {"level": "WARNING"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Django's default logging gives `django` a console handler of its own for DEBUG and
+        # `django.server` another; naming `django` here drops both (and resets its children), so each
+        # django.* line reaches the one root handler once, in this format, with or without DEBUG.
+        # Its level follows LOG_LEVEL but stays above DEBUG (one line per SQL query).
+        "django": {"handlers": [], "level": "INFO" if LOG_LEVEL == "DEBUG" else LOG_LEVEL, "propagate": True},
+        "botocore": {"level": "WARNING"},
+        "urllib3": {"level": "WARNING"},
+    },
 }
 
 # --- Operations -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.catalogue, name="catalogue"),
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
     path("robots.txt", views.robots_txt, name="robots-txt"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("sitemap.xml", views.sitemap_index, name="sitemap"),
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
     path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),

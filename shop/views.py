@@ -1,9 +1,13 @@
 from django.contrib.sitemaps import views as sitemap_views
+from django.http import HttpResponseRedirect
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.urls import reverse
-from django.views.decorators.http import require_safe
+from django.utils.cache import patch_cache_control
 
+from comments import caching
 from comments.selectors import product_comment_counts
+from shop.decorators import read_only
 from shop.models import Product
 from shop.sitemaps import SITEMAPS
 
@@ -21,17 +25,28 @@ ROBOTS_DISALLOW = [
 ]
 
 
+@read_only
 def catalogue(request):
+    """Every product with its comment count. Conditional GET as on product pages (comments/caching.py):
+    a strong ETag of the rows shown, 304 before rendering, public unless a flash message is pending.
+    No Last-Modified: a count changes without a date the catalogue could give."""
     products = list(Product.objects.all())
     counts = product_comment_counts([product.sku for product in products])
     rows = [(product, counts[product.sku]) for product in products]
-    return render(request, "shop/catalogue.html", {
+    personal = caching.has_pending_messages(request)
+    etag = caching.page_etag(caching.catalogue_digest(request, rows))
+    if not personal:
+        response = caching.unchanged_response(request, etag=etag, last_modified=None)
+        if response is not None:  # 304, without rendering
+            return caching.set_cache_headers(request, response, etag=etag, last_modified=None)
+    response = render(request, "shop/catalogue.html", {
         "rows": rows,
         "canonical_url": request.build_absolute_uri(reverse("catalogue")),
     })
+    return caching.set_cache_headers(request, response, etag=etag, last_modified=None, personal=personal)
 
 
-@require_safe
+@read_only
 def robots_txt(request):
     return render(request, "robots.txt", {
         "disallow": ROBOTS_DISALLOW,
@@ -39,12 +54,25 @@ def robots_txt(request):
     }, content_type="text/plain; charset=utf-8")
 
 
-@require_safe
+# Browsers ask for /favicon.ico whatever the page links. The file is a static file like any other
+# (content-hashed, cached for a year, served by WhiteNoise or nginx); this sends them to it. Not a
+# permanent redirect: the hashed name changes with the icon.
+FAVICON_REDIRECT_MAX_AGE = 24 * 3600
+
+
+@read_only
+def favicon(request):
+    response = HttpResponseRedirect(static("favicon.ico"))
+    patch_cache_control(response, public=True, max_age=FAVICON_REDIRECT_MAX_AGE)
+    return response
+
+
+@read_only
 def sitemap_index(request):
     return sitemap_views.index(request, SITEMAPS, sitemap_url_name="sitemap-section").render()
 
 
-@require_safe
+@read_only
 def sitemap_section(request, section):
     # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
     return sitemap_views.sitemap(request, SITEMAPS, section=section, template_name="sitemaps/urlset.xml").render()

@@ -28,17 +28,49 @@ def prepare(env: dict) -> None:
     django.setup()
     call_command("migrate", interactive=False, verbosity=0)
     call_command("create_tables", backfill=True)  # an older var/ gets the byRating GSI and PK2R
+    from pagination_index import get_index
+
+    index = get_index()
+    if hasattr(index, "create_table"):  # PAGINATION_INDEX_BACKEND=dynamodb: the index's own table
+        print(f"index table {index.table} (PAGINATION_INDEX_BACKEND=dynamodb)")
+        index.create_table()
     call_command("seed_demo", if_empty=True)
     call_command("sync_index", once=True, verbosity=0)
     call_command("rebuild_index", if_empty=True)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C, `kill`, the terminal closing
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def start(command: list[str], env: dict) -> subprocess.Popen:
+    """A child in a process group of its own: a Ctrl-C reaches only this process, which passes
+    exactly one signal on. In the terminal's group the child would get the terminal's SIGINT and then
+    ours too, and a second signal means "stop at once" to sync_index, so it would skip its clean stop."""
+    return subprocess.Popen([sys.executable, "manage.py", *command], cwd=ROOT, env=env, process_group=0)
+
+
+def stop_children(children: list[subprocess.Popen], grace: float = 15) -> None:
+    """Send each child's group the SIGINT a Ctrl-C would have sent it (runserver and its autoreloaded
+    child quit quietly, sync_index releases its shard leases), once; SIGKILL what is left after `grace`."""
+    for child in children:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+
+
 def main() -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops everything as cleanly as Ctrl-C
+    for signum in STOP_SIGNALS:  # `kill` or a closed terminal stops everything as cleanly as Ctrl-C
+        signal.signal(signum, _interrupt)
     VAR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, DYNAMODB_ENDPOINT_URL=f"http://127.0.0.1:{DYNAMODB_PORT}", PYTHONUNBUFFERED="1")
     env.setdefault("DJANGO_DEBUG", "1")
@@ -53,8 +85,8 @@ def main() -> int:
     try:
         prepare(env)
         print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index and DynamoDB Local)")
-        children.append(subprocess.Popen([sys.executable, "manage.py", "runserver", WEB_ADDRESS], cwd=ROOT, env=env))
-        children.append(subprocess.Popen([sys.executable, "manage.py", "sync_index"], cwd=ROOT, env=env))
+        children.append(start(["runserver", WEB_ADDRESS], env))
+        children.append(start(["sync_index"], env))
         while all(child.poll() is None for child in children):
             time.sleep(0.5)
         return 1  # a child died on its own
@@ -65,16 +97,9 @@ def main() -> int:
         return 1
     finally:
         # Clean-up must finish even if the user signals again: ignore further signals meanwhile.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(15)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        stop_children(children)
         if database:
             database.stop()
 

@@ -228,7 +228,33 @@ def dynamodb_index_options(dynamodb_settings):
     index.close()
 
 
-INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb"]
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An S3-compatible server of the run's own (moto's standalone server, from requirements-dev.txt)."""
+    from tests.services import S3Server
+
+    try:
+        import moto.server  # noqa: F401
+    except ImportError as exc:
+        service_missing(f"moto[server] is not installed (pip install -r requirements-dev.txt): {exc}")
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def files_s3_options(s3_server, tmp_path):
+    """The files backend on S3: a bucket of the test's own; logs and locks in a local folder."""
+    import boto3
+
+    bucket = f"pidx-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=s3_server.url, region_name="us-east-1", aws_access_key_id="local",
+                 aws_secret_access_key="local").create_bucket(Bucket=bucket)
+    return {"PATH": str(tmp_path / "files-journal"), "S3_BUCKET": bucket, "S3_PREFIX": "index/",
+            "S3_ENDPOINT_URL": s3_server.url, "COMMIT_ENTRIES": 7, "MANIFEST_SECONDS": 60}
+
+
+INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb", "files"]
 
 
 @pytest.fixture(params=INDEX_BACKENDS)
@@ -244,6 +270,8 @@ def index_backend(request, settings):
         options = request.getfixturevalue("redis_cluster_index_options")
     elif name == "dynamodb":
         options = request.getfixturevalue("dynamodb_index_options")
+    elif name == "files":
+        options = {"PATH": str(request.getfixturevalue("tmp_path") / "files-index"), "COMMIT_ENTRIES": 50}
     else:
         options = request.getfixturevalue("redis_index_options")
     backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]

@@ -154,3 +154,40 @@ class RedisClusterServers:
             if process.poll() is None:
                 process.kill()
                 process.wait(10)
+
+
+class S3Server:
+    """moto's standalone S3-compatible server (PyPI `moto[server]`) as a process of its own on a
+    free port: real HTTP, ranged GETs and conditional PUTs, as the files backend's S3 storage uses."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.port = free_port()
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "S3Server":
+        import sys
+        import urllib.request
+
+        log = open(self.folder / "moto.log", "w")
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(self.url + "/moto-api/", timeout=0.5)
+                return self
+            except OSError:
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.1)
+        raise RuntimeError(f"moto's S3 server did not start on port {self.port} (log in {self.folder})")
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)

@@ -106,6 +106,11 @@ class BaseIndex:
       checkpoint commit together), else in the default database just after the write.
     - `check_integrity(group)` / `repair_group(group)`: invariants of the backend's own derived
       structures (counts, blocks, files), and rebuilding them from the group's own entries.
+    - `check_order(group, expected)`: the backend's own structures checked against the true order
+      (verify_index passes the table's entries), e.g. each page marker against the rank it must hold.
+    - `maintain()` / `pending_changes(group)`: deferred work sync_index runs after each poll (the
+      DynamoDB backend's re-mark of marked groups, the files backend's due commits), and writes
+      waiting for it (the files backend's write-ahead log).
     - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
       Cluster that lost one primary). Request handling then does not fail every call fast after
       one failure, so the groups still served keep answering.
@@ -196,6 +201,17 @@ class BaseIndex:
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
 
+    def maintain(self) -> int:
+        """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
+        the DynamoDB backend re-marks marked groups. sync_index calls it after every poll (with
+        --once, until it returns 0). Returns how many steps it took."""
+        return 0
+
+    def pending_changes(self, group: str) -> int:
+        """Writes accepted but not yet folded into the backend's main structure (the files backend's
+        log): verify_index reports them apart from drift. Reads include them either way."""
+        return 0
+
     # --- capabilities (see the class docstring) -------------------------------------------------
     def check_integrity(self, group: str) -> list[str]:
         """What is wrong with the backend's own structures for a group (verify_index reports it)."""
@@ -203,6 +219,10 @@ class BaseIndex:
 
     def repair_group(self, group: str) -> None:
         """Rebuild what check_integrity checks from the group's own entries."""
+
+    def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
+        """What in the backend's structures disagrees with `expected` (the true entries, newest first)."""
+        return []
 
 
 class NetWriteIndex(BaseIndex):

@@ -1,18 +1,32 @@
 """PAGINATION_INDEX_BACKEND=dynamodb: the index in a DynamoDB table of its own.
 
-Per group: one stats item (SK -1: count, version) and page items counted from the OLDEST entry
-(page k holds the entries ranked k*P .. k*P+P-1 from the oldest, as one compact list), so an
-append touches only the last page, and at(rank) is one GetItem. The table is the index's own, not
-the comments table: marker writes never come back through the comments stream.
+Per group, in one partition (key `g` = the group, sort key `p`):
 
-Writes read the group's items, compute the new list and write the pages that changed with the
-stats item in one TransactWriteItems conditioned on the stats version (two consumers: the loser
-retries). See docs/backends-dynamodb.md for the cost.
+- the stats item (`p = "s"`): count `c`, version `v` (+1 per write), generation `G`, number of page
+  items `n`, and `d`, the size deltas of "marked" pages (below);
+- page items (`p = "p<generation>:<page>"`): page k holds the entries ranked k*P .. k*P+P-1 counted
+  from the OLDEST, as two lists (members `m`, sort keys `k`); the page number of a rank is arithmetic;
+- member items (`p = "m<generation>:<member>"`, sort key `k`): where a member is, so an upsert or
+  an unconditional remove finds the entry to move without reading the group.
+
+Counting from the oldest means an append touches the stats item, the newest page item and the
+member item; an insert or delete at page k shifts one entry through pages k..n-1. When that would
+touch more than MAX_SHIFT page items, the write changes page k only and records its size delta in
+the stats item: page starts are then k*P plus the deltas of the pages before (computed from the
+stats item, no extra read), and `remark()` (run by sync_index between polls) shifts the entries
+back into exact pages MAX_SHIFT pages per transaction. Every write is one TransactWriteItems
+conditioned on the stats version (two consumers: the loser re-reads and retries; a redelivered
+batch finds its entries in place and writes nothing). A change too big for one transaction
+(replace, rebuild, a huge batch) writes the group anew in a fresh generation and flips the stats
+item to it. See docs/backends-dynamodb.md.
 """
 from __future__ import annotations
 
+import logging
+import random
 import secrets
-from typing import Iterable, Sequence
+import time
+from typing import Callable, Iterable, Sequence
 
 import boto3
 from botocore.config import Config
@@ -20,21 +34,94 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from .base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked, is_newer, newest_first
 
-STATS = -1
-ATTEMPTS = 8
-# Page item keys are generation * GENERATION + page: a rewrite too big for one transaction writes a
-# new generation, then flips the stats item to it.
-GENERATION = 10**9
+logger = logging.getLogger(__name__)
+
+STATS = "s"
+MARKED = "\x00marked"  # the partition listing marked groups (p = the group): what remark() has to do
+ATTEMPTS = 20  # of a write that loses races to another consumer (with a jittered backoff between)
+TRANSACTION_ITEMS = 100
+REMARK_ITEMS = 90  # page items the re-mark's last step may write (the stats item and the list go with them)
 GENERATION_LIMIT = 10**9
+CONFLICTS = ("TransactionCanceledException", "TransactionConflictException")
+
+
+def backoff(attempt: int) -> None:
+    """After a lost race: wait a random 0..min(10 ms * 2^attempt, 0.5 s), so two consumers drift apart."""
+    time.sleep(random.uniform(0, min(0.01 * 2**attempt, 0.5)))
+
+
+def page_key(generation: int, page: int) -> str:
+    return f"p{generation:010d}:{page:010d}"
+
+
+def member_key(generation: int, member: str) -> str:
+    return f"m{generation:010d}:{member}"
+
+
+def older(a: Entry, b: Entry) -> bool:
+    """Whether entry a comes before entry b counted from the oldest (sort key, then member)."""
+    return (a[1], a[0]) < (b[1], b[0])
+
+
+class Stats:
+    """A group's stats item, and the page geometry it defines."""
+
+    def __init__(self, item: dict | None, page_size: int):
+        self.size = page_size
+        self.exists = bool(item)
+        item = item or {}
+        self.count = int(item.get("c", {}).get("N", 0))
+        self.version = int(item.get("v", {}).get("N", 0))
+        self.generation = int(item.get("G", {}).get("N", 0))
+        self.pages = int(item.get("n", {}).get("N", 0))
+        self.deltas = {int(k): int(v["N"]) for k, v in item.get("d", {}).get("M", {}).items()}
+
+    def copy(self) -> "Stats":
+        other = Stats(None, self.size)
+        other.__dict__.update(self.__dict__, deltas=dict(self.deltas))
+        return other
+
+    @property
+    def marked(self) -> bool:
+        return bool(self.deltas)
+
+    def start(self, page: int) -> int:
+        """Position (from the oldest) of the first entry of a page."""
+        return page * self.size + sum(delta for k, delta in self.deltas.items() if k < page)
+
+    def length(self, page: int) -> int:
+        if page == self.pages - 1:
+            return self.count - self.start(page)
+        return self.size + self.deltas.get(page, 0)
+
+    def locate(self, position: int) -> int:
+        """The page holding a position (0 <= position < count): O(marked pages), no reads."""
+        offset, first = 0, 0
+        for k in sorted(self.deltas):
+            if position < (k + 1) * self.size + offset + self.deltas[k]:
+                return max(first, min((position - offset) // self.size, k))
+            offset += self.deltas[k]
+            first = k + 1
+        return max(first, min((position - offset) // self.size, self.pages - 1))
+
+    def item(self, group: str) -> dict:
+        item = {"g": {"S": group}, "p": {"S": STATS}, "c": {"N": str(self.count)}, "v": {"N": str(self.version + 1)},
+                "G": {"N": str(self.generation)}, "n": {"N": str(self.pages)}}
+        if self.deltas:
+            item["d"] = {"M": {str(k): {"N": str(v)} for k, v in self.deltas.items()}}
+        return item
 
 
 class DynamoDBIndex(NetWriteIndex):
-    """OPTIONS: TABLE, ENDPOINT_URL, REGION, PAGE_SIZE, CONNECT_TIMEOUT, READ_TIMEOUT, MAX_ATTEMPTS."""
+    """OPTIONS: TABLE, ENDPOINT_URL, REGION, PAGE_SIZE, MAX_SHIFT, CONNECT_TIMEOUT, READ_TIMEOUT, MAX_ATTEMPTS."""
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
         self.table = self.options.get("TABLE", "comments-pidx")
         self.page_size = int(self.options.get("PAGE_SIZE", 20))
+        # Page items one write may shift; more, and the group is marked for remark(). At most 90:
+        # a transaction holds 100 items (the stats item, the pages, member items).
+        self.max_shift = max(1, min(int(self.options.get("MAX_SHIFT", 20)), 90))
         self.client = boto3.client(
             "dynamodb",
             endpoint_url=self.options.get("ENDPOINT_URL") or None,
@@ -54,13 +141,15 @@ class DynamoDBIndex(NetWriteIndex):
         try:
             self.client.create_table(
                 TableName=self.table,
-                AttributeDefinitions=[{"AttributeName": "g", "AttributeType": "S"}, {"AttributeName": "p", "AttributeType": "N"}],
+                AttributeDefinitions=[{"AttributeName": "g", "AttributeType": "S"}, {"AttributeName": "p", "AttributeType": "S"}],
                 KeySchema=[{"AttributeName": "g", "KeyType": "HASH"}, {"AttributeName": "p", "KeyType": "RANGE"}],
                 BillingMode="PAY_PER_REQUEST",
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise IndexUnavailable(f"create index table {self.table}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise IndexUnavailable(f"create index table {self.table}: {exc}") from exc
 
     def delete_table(self) -> None:
         try:
@@ -73,199 +162,351 @@ class DynamoDBIndex(NetWriteIndex):
         try:
             return getattr(self.client, method)(**kwargs)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ResourceNotFoundException" and method != "transact_write_items":
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
                 return {}
-            raise
+            raise IndexUnavailable(f"{method} on {self.table}: {exc}") from exc
         except BotoCoreError as exc:
             raise IndexUnavailable(f"{method} on {self.table}: {exc}") from exc
 
-    # --- items ----------------------------------------------------------------------------------
-    @staticmethod
-    def _page_entries(item: dict) -> list[Entry]:
-        members = item.get("m", {}).get("L", [])
-        keys = item.get("k", {}).get("L", [])
-        return [(m["S"], k["S"]) for m, k in zip(members, keys)]
+    def _transact(self, actions: list) -> None:
+        """One TransactWriteItems; a lost race raises ClientError (the caller retries), anything else
+        IndexUnavailable."""
+        for attempt in range(2):
+            try:
+                self.client.transact_write_items(TransactItems=actions)
+                return
+            except ClientError as exc:
+                code = exc.response["Error"]["Code"]
+                if code == "ResourceNotFoundException" and not attempt:
+                    self.create_table()
+                    continue
+                if code in CONFLICTS:
+                    raise
+                raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
+            except BotoCoreError as exc:
+                raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
 
-    def _page_item(self, group: str, page: int, entries: Sequence[Entry]) -> dict:
-        return {
-            "g": {"S": group},
-            "p": {"N": str(page)},
-            "m": {"L": [{"S": member} for member, _ in entries]},
-            "k": {"L": [{"S": key} for _, key in entries]},
-        }
-
-    def _stats(self, group: str) -> tuple[int, int, int]:
-        """(count, version, generation) of a group; (0, 0, 0) when it has none."""
-        item = self._call("get_item", TableName=self.table, Key=self._key(group, STATS), ConsistentRead=True).get("Item")
-        return self._stats_of(item)
-
-    @staticmethod
-    def _stats_of(item: dict | None) -> tuple[int, int, int]:
-        if not item:
-            return 0, 0, 0
-        return int(item["c"]["N"]), int(item["v"]["N"]), int(item["n"]["N"])
-
-    @staticmethod
-    def _key(group: str, number: int) -> dict:
-        return {"g": {"S": group}, "p": {"N": str(number)}}
-
-    def _load(self, group: str) -> tuple[list[Entry], int, int, list[int]]:
-        """The group's entries oldest first, its version and generation, and the keys of its page
-        items of other generations (left by a rewrite that lost a race, or being retired)."""
+    def _query(self, group: str, low: str | None = None, high: str | None = None) -> list[dict]:
+        """Every item of a group's partition (with low <= p <= high), consistently."""
         items, start = [], None
         while True:
-            kwargs = dict(TableName=self.table, KeyConditionExpression="g = :g", ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)
+            kwargs = dict(TableName=self.table, KeyConditionExpression="g = :g",
+                          ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)
+            if low is not None:
+                kwargs["KeyConditionExpression"] += " AND p BETWEEN :a AND :b"
+                kwargs["ExpressionAttributeValues"].update({":a": {"S": low}, ":b": {"S": high}})
             if start:
                 kwargs["ExclusiveStartKey"] = start
             response = self._call("query", **kwargs)
             items.extend(response.get("Items", []))
             start = response.get("LastEvaluatedKey")
             if not start:
-                break
-        stats = next((item for item in items if item["p"]["N"] == str(STATS)), None)
-        _, version, generation = self._stats_of(stats)
-        pages, stale = {}, []
-        for item in items:
-            number = int(item["p"]["N"])
-            if number == STATS:
-                continue
-            if number // GENERATION == generation:
-                pages[number % GENERATION] = self._page_entries(item)
-            else:
-                stale.append(number)
-        entries = [entry for page in sorted(pages) for entry in pages[page]]
-        return entries, version, generation, stale
+                return items
 
-    def _plan(self, group: str, old: list[Entry], version: int, generation: int, new: list[Entry], fresh: int | None):
-        """(page puts, page deletes, stats action) turning `old` into `new`: in place in
-        `generation`, or with `fresh`, every page written anew in that generation."""
-        size = self.page_size
-        target = generation if fresh is None else fresh
-        puts, deletes = [], []
-        new_pages = (len(new) + size - 1) // size
-        for page in range(new_pages):
-            chunk = new[page * size : page * size + size]
-            if fresh is not None or chunk != old[page * size : page * size + size]:
-                puts.append({"Put": {"TableName": self.table, "Item": dict(self._page_item(group, page, chunk), p={"N": str(target * GENERATION + page)})}})
-        if fresh is None:
-            for page in range(new_pages, (len(old) + size - 1) // size):
-                deletes.append({"Delete": {"TableName": self.table, "Key": self._key(group, generation * GENERATION + page)}})
-        key = self._key(group, STATS)
-        if version:
-            condition = {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(version)}}}
-        else:
-            condition = {"ConditionExpression": "attribute_not_exists(v)"}
-        if new:
-            item = dict(key, c={"N": str(len(new))}, v={"N": str(version + 1)}, n={"N": str(target)})
-            stats = {"Put": {"TableName": self.table, "Item": item, **condition}}
-        else:
-            stats = {"Delete": {"TableName": self.table, "Key": key, **condition}}
-        return puts, deletes, stats
+    # --- items ----------------------------------------------------------------------------------
+    @staticmethod
+    def _page_entries(item: dict | None) -> list[Entry]:
+        if not item:
+            return []
+        members = item.get("m", {}).get("L", [])
+        keys = item.get("k", {}).get("L", [])
+        return [(m["S"], k["S"]) for m, k in zip(members, keys)]
 
-    def _change(self, changes: dict) -> None:
-        """Apply {group: function(old entries oldest first) -> new entries} atomically: one
-        TransactWriteItems when it fits (100 items), else every page of the changed groups written
-        in new generations first and the stats items flipped to them in one transaction."""
-        for _ in range(ATTEMPTS):
-            loaded = {group: self._load(group) for group in changes}
-            targets = {group: changes[group](loaded[group][0]) for group in changes}
-            groups = [group for group in changes if targets[group] != loaded[group][0]]
-            if not groups:
-                return
-            plans = {group: self._plan(group, loaded[group][0], loaded[group][1], loaded[group][2], targets[group], None) for group in groups}
-            in_place = [action for plan in plans.values() for action in plan[0] + plan[1] + [plan[2]]]
-            retire = []
-            if len(in_place) <= 100:
-                final = in_place
-            else:
-                final = []
-                for group in groups:
-                    entries, version, generation, stale = loaded[group]
-                    fresh = secrets.randbelow(GENERATION_LIMIT) + 1
-                    puts, _, stats = self._plan(group, entries, version, generation, targets[group], fresh)
-                    for part in chunked(puts, 100):
-                        self._transact(list(part))
-                    final.append(stats)
-                    old_pages = (len(entries) + self.page_size - 1) // self.page_size
-                    retire += [(group, generation * GENERATION + page) for page in range(old_pages)]
-                    retire += [(group, number) for number in stale]
-            try:
-                for part in chunked(final, 100):
-                    self._transact(list(part))
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] in ("TransactionCanceledException", "TransactionConflictException"):
-                    continue
-                raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
-            for part in chunked(retire, 25):
-                requests = [{"DeleteRequest": {"Key": self._key(group, number)}} for group, number in part]
-                self._call("batch_write_item", RequestItems={self.table: requests})
-            return
-        raise IndexUnavailable(f"write to {self.table}: still conflicting after {ATTEMPTS} attempts")
+    def _page_item(self, group: str, generation: int, page: int, entries: Sequence[Entry]) -> dict:
+        return {"g": {"S": group}, "p": {"S": page_key(generation, page)},
+                "m": {"L": [{"S": member} for member, _ in entries]},
+                "k": {"L": [{"S": key} for _, key in entries]}}
 
-    def _transact(self, actions: list) -> None:
-        try:
-            self.client.transact_write_items(TransactItems=actions)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-                self.create_table()
-                self.client.transact_write_items(TransactItems=actions)
-            else:
-                raise
-        except BotoCoreError as exc:
-            raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
+    def _member_item(self, group: str, generation: int, member: str, sort_key: str) -> dict:
+        return {"g": {"S": group}, "p": {"S": member_key(generation, member)}, "k": {"S": sort_key}}
 
-    # --- writes ---------------------------------------------------------------------------------
-    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
-        changes = {}
-        for group in {*adds, *removes}:
-            group_adds, group_removes = adds.get(group, []), removes.get(group, [])
+    @staticmethod
+    def _key(group: str, p: str) -> dict:
+        return {"g": {"S": group}, "p": {"S": p}}
 
-            def change(old: list[Entry], group_adds=group_adds, group_removes=group_removes) -> list[Entry]:
-                current = dict(old)
-                for member, sort_key in group_removes:
-                    if member in current and (sort_key is None or current[member] == sort_key):
-                        del current[member]
-                current.update(group_adds)
-                return newest_first(current.items())[::-1]
+    def _stats(self, group: str) -> Stats:
+        item = self._call("get_item", TableName=self.table, Key=self._key(group, STATS), ConsistentRead=True).get("Item")
+        return Stats(item, self.page_size)
 
-            changes[group] = change
-        if changes:
-            self._change(changes)
-
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        self._change({group: lambda old: newest_first(dict(entries).items())[::-1]})
-
-    # --- reads ----------------------------------------------------------------------------------
-    def _pages(self, group: str, positions: tuple[int, int] | None) -> tuple[int, dict[int, list[Entry]]]:
-        """(count, {page: entries}) for the pages holding positions low..high from the oldest, read
-        consistently: the stats item is read before and after, and a write in between retries."""
-        for _ in range(ATTEMPTS):
-            count, version, generation = self._stats(group)
-            if not count or positions is None:
-                return count, {}
-            low, high = positions if positions[1] >= 0 else (0, -1)
-            low, high = max(low, 0), min(high, count - 1)
-            numbers = list(range(low // self.page_size, high // self.page_size + 1)) if low <= high else []
-            pages = {}
-            for part in chunked(numbers, 100):
-                keys = [self._key(group, generation * GENERATION + page) for page in part]
+    def _get_pages(self, group: str, generation: int, pages: Iterable[int]) -> dict[int, list[Entry]]:
+        """Page items by number (BatchGetItem, consistent); a missing item reads as empty."""
+        pages = sorted(set(pages))
+        found = {page: [] for page in pages}
+        for part in chunked(pages, 100):
+            keys = [self._key(group, page_key(generation, page)) for page in part]
+            while keys:
                 response = self._call("batch_get_item", RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}})
                 for item in response.get("Responses", {}).get(self.table, []):
-                    pages[int(item["p"]["N"]) % GENERATION] = self._page_entries(item)
-                unprocessed = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-                for key in unprocessed:
-                    item = self._call("get_item", TableName=self.table, Key=key, ConsistentRead=True).get("Item")
-                    if item:
-                        pages[int(item["p"]["N"]) % GENERATION] = self._page_entries(item)
-            if self._stats(group)[1] == version and len(pages) == len(numbers):
-                return count, pages
+                    found[int(item["p"]["S"].split(":")[1])] = self._page_entries(item)
+                keys = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return found
+
+    # --- the small path: one transaction per group (or several groups) --------------------------
+    def _plan_group(self, group: str, removals: Sequence[Removal], adds: Sequence[Entry]) -> "Plan | None":
+        """Read what the change needs (the stats item, the member items, the pages searched and
+        shifted) and compute the writes; None when the group already is as asked (redelivery)."""
+        plan = Plan(self, group, self._stats(group))
+        members = {member for member, _ in removals} | {member for member, _ in adds}
+        plan.load_members(members)
+        for member, sort_key in removals:
+            current = plan.members.get(member)
+            if current is not None and (sort_key is None or sort_key == current):
+                plan.remove(member, current)
+        for member, sort_key in adds:
+            current = plan.members.get(member)
+            if current == sort_key:
+                continue
+            if current is not None:
+                plan.remove(member, current)
+            plan.insert(member, sort_key)
+        return plan if plan.changed else None
+
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        """Per group: plan the change (reads), then one transaction for as many groups' plans as fit
+        in 100 items; a group whose change alone does not fit is rewritten (the big path)."""
+        groups = sorted({*adds, *removes})
+        for attempt in range(ATTEMPTS):
+            plans, lost = [], []
+            for group in groups:
+                group_adds = list(dict(adds.get(group, [])).items())  # the last of a repeated member
+                group_removes = removes.get(group, [])
+                if len(group_adds) + len(group_removes) > TRANSACTION_ITEMS - 10:
+                    self._rewrite(group, net_change(group_removes, group_adds))
+                    continue
+                try:
+                    plan = self._plan_group(group, group_removes, group_adds)
+                except IndexError:  # a page item changed under the reads (another consumer): plan again
+                    lost.append(group)
+                    continue
+                if plan is None:
+                    continue
+                if len(plan.actions()) > TRANSACTION_ITEMS:
+                    self._rewrite(group, net_change(group_removes, group_adds))
+                    continue
+                plans.append(plan)
+            batch: list[Plan] = []
+            for plan in plans + [None]:
+                size = sum(len(p.actions()) for p in batch)
+                if batch and (plan is None or size + len(plan.actions()) > TRANSACTION_ITEMS):
+                    try:
+                        self._transact([action for p in batch for action in p.actions()])
+                    except ClientError:
+                        lost += [p.group for p in batch]
+                    batch = []
+                if plan is not None:
+                    batch.append(plan)
+            if not lost:
+                return
+            groups = lost  # another consumer wrote these groups meanwhile: re-read and re-plan them
+            backoff(attempt)
+        raise IndexUnavailable(f"write to {self.table}: still conflicting after {ATTEMPTS} attempts")
+
+    # --- the big path: a new generation --------------------------------------------------------
+    def _entries(self, group: str, stats: Stats) -> list[Entry]:
+        """Every entry of a group, oldest first (the page items in order, whatever their deltas)."""
+        items = self._query(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1))
+        items.sort(key=lambda item: item["p"]["S"])
+        return [entry for item in items for entry in self._page_entries(item)]
+
+    def _rewrite(self, group: str, change: Callable[[list[Entry]], list[Entry]], force: bool = False) -> None:
+        """Write the group anew: its pages (exact, unmarked) and member items in a fresh generation
+        (plain batch writes: nothing reads that generation yet), then flip the stats item to it in
+        one transaction conditioned on the version, then delete every item of older generations."""
+        for attempt in range(ATTEMPTS):
+            stats = self._stats(group)
+            old = self._entries(group, stats)
+            new = newest_first(dict(change(old)).items())[::-1]
+            if new == old and not stats.marked and not force:
+                return
+            fresh = secrets.randbelow(GENERATION_LIMIT - 1) + 1
+            size = self.page_size
+            items = [self._page_item(group, fresh, page, new[page * size:page * size + size])
+                     for page in range((len(new) + size - 1) // size)]
+            items += [self._member_item(group, fresh, member, sort_key) for member, sort_key in new]
+            self._batch_write([{"PutRequest": {"Item": item}} for item in items])
+            if stats.version:
+                condition = {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(stats.version)}}}
+            else:
+                condition = {"ConditionExpression": "attribute_not_exists(v)"}
+            target = Stats(None, size)
+            target.count, target.version, target.generation = len(new), stats.version, fresh
+            target.pages = len(items) - len(new)
+            actions = [{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}}]
+            if new:
+                actions.append({"Put": {"TableName": self.table, "Item": target.item(group), **condition}})
+            else:
+                actions.append({"Delete": {"TableName": self.table, "Key": self._key(group, STATS), **condition}})
+            try:
+                self._transact(actions)
+            except ClientError:
+                self._drop_generations(group, lambda generation: generation == fresh)  # lost a race
+                backoff(attempt)
+                continue
+            self._drop_generations(group, lambda generation: generation != fresh or not new)
+            return
+        raise IndexUnavailable(f"rewrite {group} in {self.table}: still conflicting after {ATTEMPTS} attempts")
+
+    def _drop_generations(self, group: str, doomed_generation: Callable[[int], bool]) -> None:
+        """Delete a group's page and member items of the generations `doomed_generation` picks."""
+        doomed = []
+        for item in self._query(group, "m", "q"):
+            if doomed_generation(int(item["p"]["S"][1:11])):
+                doomed.append({"DeleteRequest": {"Key": self._key(group, item["p"]["S"])}})
+        self._batch_write(doomed)
+
+    def _batch_write(self, requests: list[dict]) -> None:
+        for part in chunked(requests, 25):
+            pending = {self.table: list(part)}
+            while pending:
+                try:
+                    response = self.client.batch_write_item(RequestItems=pending)
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                        self.create_table()
+                        continue
+                    raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
+                except BotoCoreError as exc:
+                    raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
+                pending = response.get("UnprocessedItems") or {}
+
+    def replace(self, group: str, entries: Sequence[Entry]) -> None:
+        self._rewrite(group, lambda old: list(entries))
+
+    # --- the background re-mark ------------------------------------------------------------------
+    def marked_groups(self) -> list[str]:
+        return [item["p"]["S"] for item in self._query(MARKED)]
+
+    def remark_step(self, group: str) -> bool:
+        """Shift the entries of up to MAX_SHIFT + 1 page items, from the first marked one, back into
+        exact pages: one transaction. True when the group is left unmarked. (The last step, which
+        reaches the newest page item, may write up to 90 page items: what a marked page had grown
+        by is spread over new ones; past that, the newest page item holds the rest.)"""
+        for attempt in range(ATTEMPTS):
+            stats = self._stats(group)
+            if not stats.marked:
+                self._transact([{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}}])
+                return True
+            plan = Plan(self, group, stats)
+            first = min(stats.deltas)
+            last = min(first + self.max_shift, stats.pages - 1)
+            pages = self._get_pages(group, stats.generation, range(first, last + 1))
+            entries = [entry for page in range(first, last + 1) for entry in pages[page]]
+            size = self.page_size
+            new = plan.stats
+            if last == stats.pages - 1:  # to the newest end: exact pages, the emptied ones deleted
+                count = min((len(entries) + size - 1) // size, REMARK_ITEMS)
+                for i, page in enumerate(range(first, max(last + 1, first + count))):
+                    if i < count - 1:
+                        plan.put_page(page, entries[i * size:(i + 1) * size])
+                    elif i == count - 1:  # the newest page item: the rest (more than P only past MAX_SHIFT)
+                        plan.put_page(page, entries[i * size:])
+                    else:
+                        plan.put_page(page, None)
+                new.pages = first + count
+                new.deltas = {}
+            else:
+                full = min(self.max_shift, len(entries) // size)
+                if not full:  # fewer than P entries over MAX_SHIFT + 1 pages: rewrite the group
+                    self._rewrite(group, lambda old: old)
+                    return True
+                for i, page in enumerate(range(first, last + 1)):
+                    if i < full:
+                        plan.put_page(page, entries[i * size:(i + 1) * size])
+                    elif i == full:
+                        plan.put_page(page, entries[full * size:])
+                    else:
+                        plan.put_page(page, [])
+                for page in range(first, last + 1):
+                    new.deltas.pop(page, None)
+                    delta = len(plan.pages[page]) - size
+                    if delta:
+                        new.deltas[page] = delta
+            plan.changed = True
+            try:
+                self._transact(plan.actions())
+            except ClientError:
+                backoff(attempt)
+                continue
+            return not new.marked
+        return False
+
+    def remark(self, budget: int = 50) -> int:
+        """Background work: up to `budget` re-mark steps over the marked groups; returns the steps
+        taken (sync_index calls this between polls)."""
+        steps = 0
+        for group in self.marked_groups():
+            while steps < budget:
+                steps += 1
+                if self.remark_step(group):
+                    break
+        return steps
+
+    def maintain(self) -> int:
+        return self.remark()
+
+    def repair_group(self, group: str) -> None:
+        self._rewrite(group, lambda old: old, force=True)
+
+    def check_integrity(self, group: str) -> list[str]:
+        """Each page item against the stats geometry and its neighbours, and each entry's member item."""
+        stats = self._stats(group)
+        problems = []
+        items = self._query(group)
+        pages = {int(i["p"]["S"].split(":")[1]): self._page_entries(i) for i in items
+                 if i["p"]["S"].startswith(page_key(stats.generation, 0)[:12])}
+        members = {i["p"]["S"].split(":", 1)[1]: i["k"]["S"] for i in items
+                   if i["p"]["S"].startswith(member_key(stats.generation, "")[:12])}
+        if stats.exists and sorted(pages) != list(range(stats.pages)):
+            problems.append(f"page items {sorted(pages)[:10]}... but the stats item says {stats.pages}")
+        previous = None
+        for page in sorted(pages):
+            entries = pages[page]
+            if len(entries) != stats.length(page):
+                problems.append(f"page item {page} holds {len(entries)} entries, the stats item says {stats.length(page)}")
+            if any(not older(a, b) for a, b in zip(entries, entries[1:])):
+                problems.append(f"page item {page}: entries out of order")
+            if entries and previous and not older(previous, entries[0]):
+                problems.append(f"page item {page} starts before the end of the page item before it")
+            previous = entries[-1] if entries else previous
+            for member, sort_key in entries:
+                if members.get(member) != sort_key:
+                    problems.append(f"page item {page}: {member}'s member item says {members.get(member)!r}, not {sort_key!r}")
+        if len(members) != stats.count:
+            problems.append(f"{len(members)} member items for a count of {stats.count}")
+        if stats.marked and group not in self.marked_groups():
+            problems.append("marked (page deltas) but not listed for the re-mark")
+        return problems
+
+    def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
+        """Every page item against the true order (expected: newest first): which page items hold
+        entries other than the table's at their positions."""
+        for attempt in range(ATTEMPTS):
+            stats = self._stats(group)
+            truth = list(expected)[::-1]
+            pages = self._get_pages(group, stats.generation, range(stats.pages))
+            if self._stats(group).version != stats.version:
+                backoff(attempt)
+                continue
+            problems = []
+            for page in range(stats.pages):
+                start = stats.start(page)
+                want = truth[start:start + stats.length(page)]
+                got = pages[page]
+                if got != want:
+                    wrong = sum(1 for a, b in zip(got, want) if a != b) + abs(len(got) - len(want))
+                    problems.append(f"page item {page} (positions {start}-{start + len(got) - 1} from the oldest, "
+                                    f"ranks {stats.count - start - len(got)}-{stats.count - 1 - start} newest first): "
+                                    f"{wrong} of {len(got)} entries differ from the table's order")
+            if len(problems) > 5:  # the first drifting page items say where it starts; then how many
+                problems[5:] = [f"... and {len(problems) - 5} more page items differ from the table's order"]
+            if stats.count != len(truth):
+                problems.append(f"the page items hold {stats.count} entries, the table has {len(truth)}")
+            return problems
         raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
 
-    def _page(self, group: str, page: int) -> list[Entry]:
-        return self._pages(group, (page * self.page_size, page * self.page_size))[1].get(page, [])
-
+    # --- reads ----------------------------------------------------------------------------------
     def count(self, group: str) -> int:
-        return self._stats(group)[0]
+        return self._stats(group).count
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
         """One TransactGetItems per 100 groups: the counts of one batch's groups are read together."""
@@ -273,7 +514,8 @@ class DynamoDBIndex(NetWriteIndex):
         counts = {}
         for part in chunked(groups, 100):
             try:
-                response = self.client.transact_get_items(TransactItems=[{"Get": {"TableName": self.table, "Key": self._key(group, STATS)}} for group in part])
+                response = self.client.transact_get_items(
+                    TransactItems=[{"Get": {"TableName": self.table, "Key": self._key(group, STATS)}} for group in part])
             except ClientError as exc:
                 if exc.response["Error"]["Code"] == "ResourceNotFoundException":
                     return {group: 0 for group in groups}
@@ -281,7 +523,7 @@ class DynamoDBIndex(NetWriteIndex):
             except BotoCoreError as exc:
                 raise IndexUnavailable(f"read counts from {self.table}: {exc}") from exc
             for group, answer in zip(part, response["Responses"]):
-                counts[group] = self._stats_of(answer.get("Item"))[0]
+                counts[group] = Stats(answer.get("Item"), self.page_size).count
         return counts
 
     def at(self, group: str, rank: int) -> Entry | None:
@@ -289,44 +531,53 @@ class DynamoDBIndex(NetWriteIndex):
         return entries[0] if entries else None
 
     def range(self, group: str, start: int, stop: int) -> list[Entry]:
+        """The stats item, one BatchGetItem of the page items holding the ranks (page numbers from
+        the stats item's geometry, marked or not), the stats item again: a write in between retries."""
         start = max(start, 0)
         if start >= stop:
             return []
-        for _ in range(ATTEMPTS):
-            count = self.count(group)
-            low, high = count - stop, count - 1 - start  # positions from the oldest
-            read_count, pages = self._pages(group, (low, high))
-            if read_count != count:
+        for attempt in range(ATTEMPTS):
+            stats = self._stats(group)
+            low, high = max(stats.count - stop, 0), stats.count - 1 - start  # positions from the oldest
+            if high < low:
+                return []
+            numbers = range(stats.locate(low), stats.locate(high) + 1)
+            pages = self._get_pages(group, stats.generation, numbers)
+            if self._stats(group).version != stats.version:
+                backoff(attempt)
                 continue
-            entries = [(page * self.page_size + i, entry) for page, chunk in pages.items() for i, entry in enumerate(chunk)]
-            return [entry for position, entry in sorted(entries, reverse=True) if max(low, 0) <= position <= high]
+            oldest_first = [entry for page in numbers for entry in pages[page]]
+            first = stats.start(numbers[0])
+            return oldest_first[low - first:high - first + 1][::-1]
         raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
-        """Binary search over the pages (oldest first, so the newer entries are a suffix): one
-        GetItem per step, then a bisect inside the page found."""
-
-        def newer(entry: Entry) -> bool:
-            return is_newer(entry, sort_key, member)
-
-        count = self.count(group)
-        low, high = 0, (count + self.page_size - 1) // self.page_size
-        while low < high:
-            middle = (low + high) // 2
-            page = self._page(group, middle)
-            if not page or not newer(page[-1]):
-                low = middle + 1
-            elif newer(page[0]):
-                high = middle
-            else:
-                older = next(i for i, entry in enumerate(page) if newer(entry))
-                return count - (middle * self.page_size + older)
-        return count - low * self.page_size if low * self.page_size < count else 0
+        """Binary search over the positions, one page item read per step (cached), then the stats
+        item again (a write in between retries)."""
+        for attempt in range(ATTEMPTS):
+            view = Plan(self, group, self._stats(group))
+            count = view.stats.count
+            low, high = 0, count  # the first position (from the oldest) whose entry is newer
+            try:
+                while low < high:
+                    middle = (low + high) // 2
+                    if is_newer(view.entry_at(middle), sort_key, member):
+                        high = middle
+                    else:
+                        low = middle + 1
+            except IndexError:  # a page item changed under the reads: read again
+                backoff(attempt)
+                continue
+            if not count or self._stats(group).version == view.stats.version:
+                return count - low
+            backoff(attempt)
+        raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
 
     def groups(self) -> list[str]:
         found, start = [], None
         while True:
-            kwargs = dict(TableName=self.table, FilterExpression="p = :s", ExpressionAttributeValues={":s": {"N": str(STATS)}}, ConsistentRead=True)
+            kwargs = dict(TableName=self.table, FilterExpression="p = :s AND attribute_exists(c)",
+                          ExpressionAttributeValues={":s": {"S": STATS}}, ConsistentRead=True)
             if start:
                 kwargs["ExclusiveStartKey"] = start
             response = self._call("scan", **kwargs)
@@ -341,3 +592,196 @@ class DynamoDBIndex(NetWriteIndex):
 
     def close(self) -> None:
         self.client.close()
+
+
+def net_change(removals: Sequence[Removal], adds: Sequence[Entry]) -> Callable[[list[Entry]], list[Entry]]:
+    """The change a group's removals then adds make to a whole list of entries (the big path)."""
+
+    def change(old: list[Entry]) -> list[Entry]:
+        current = dict(old)
+        for member, sort_key in removals:
+            if member in current and (sort_key is None or current[member] == sort_key):
+                del current[member]
+        current.update(adds)
+        return list(current.items())
+
+    return change
+
+
+class Plan:
+    """One group's change in memory: the stats item read, the page items read or rewritten (by
+    number), the member items read or changed. Reads are consistent; the writes go in one
+    transaction conditioned on the stats version read."""
+
+    def __init__(self, index: DynamoDBIndex, group: str, stats: Stats):
+        self.index = index
+        self.group = group
+        self.read = stats
+        self.stats = stats.copy()
+        self.pages: dict[int, list[Entry] | None] = {}  # None: delete the page item
+        self.written: set[int] = set()
+        self.members: dict[str, str | None] = {}
+        self.members_written: set[str] = set()
+        self.changed = False
+
+    # reads
+    def load_members(self, members: Iterable[str]) -> None:
+        keys = [self.index._key(self.group, member_key(self.read.generation, member)) for member in sorted(members)]
+        for member in members:
+            self.members.setdefault(member, None)
+        if not self.read.exists:
+            return
+        for part in chunked(keys, 100):
+            pending = list(part)
+            while pending:
+                response = self.index._call("batch_get_item", RequestItems={self.index.table: {"Keys": pending, "ConsistentRead": True}})
+                for item in response.get("Responses", {}).get(self.index.table, []):
+                    self.members[item["p"]["S"].split(":", 1)[1]] = item["k"]["S"]
+                pending = response.get("UnprocessedKeys", {}).get(self.index.table, {}).get("Keys", [])
+
+    def page(self, number: int) -> list[Entry]:
+        if number not in self.pages:
+            item = self.index._call("get_item", TableName=self.index.table, ConsistentRead=True,
+                                    Key=self.index._key(self.group, page_key(self.read.generation, number))).get("Item")
+            self.pages[number] = self.index._page_entries(item)
+        return self.pages[number] or []
+
+    def entry_at(self, position: int) -> Entry:
+        page = self.stats.locate(position)
+        return self.page(page)[position - self.stats.start(page)]
+
+    def position(self, entry: Entry) -> int:
+        """How many entries are older than `entry` (where it is or would be inserted)."""
+        count = self.stats.count
+        if not count or older(self.entry_at(count - 1), entry):
+            return count  # an append: the newest page item only
+        low, high = 0, count - 1
+        while low < high:
+            middle = (low + high) // 2
+            if older(self.entry_at(middle), entry):
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    # writes
+    def put_page(self, number: int, entries: list[Entry] | None) -> None:
+        self.pages[number] = entries
+        self.written.add(number)
+
+    def insert(self, member: str, sort_key: str) -> None:
+        entry = (member, sort_key)
+        stats, size = self.stats, self.index.page_size
+        position = self.position(entry)
+        self.members[member] = sort_key
+        self.members_written.add(member)
+        self.changed = True
+        if position == stats.count:  # append
+            last = stats.pages - 1
+            if stats.pages and len(self.page(last)) < size:
+                self.put_page(last, self.page(last) + [entry])
+            else:
+                if stats.pages and len(self.page(last)) != size:
+                    stats.deltas[last] = len(self.page(last)) - size
+                self.put_page(stats.pages, [entry])
+                stats.pages += 1
+            stats.count += 1
+            return
+        page = stats.locate(position)
+        offset = position - stats.start(page)
+        entries = list(self.page(page))
+        entries.insert(offset, entry)
+        stats.count += 1
+        if page == stats.pages - 1 or stats.pages - page <= self.index.max_shift:
+            # shift: each page from `page` on keeps its size, its newest entry rolling into the next
+            for number in range(page, stats.pages - 1):
+                self.put_page(number, entries[:-1])
+                entries = [entries[-1]] + list(self.page(number + 1))
+            last = stats.pages - 1
+            if len(entries) > size:  # the newest page item overflows into a new one
+                self.put_page(last, entries[:size])
+                self.put_page(stats.pages, entries[size:])
+                stats.pages += 1
+            else:
+                self.put_page(last, entries)
+        else:  # mark: page `page` grows by one, the pages after it keep their entries
+            self.put_page(page, entries)
+            self._mark(page, +1)
+
+    def remove(self, member: str, sort_key: str) -> None:
+        entry = (member, sort_key)
+        stats = self.stats
+        position = self.position(entry)
+        if position >= stats.count or self.entry_at(position) != entry:
+            # the member item says so but the pages do not hold it: keep the pages, drop the item
+            self.members[member] = None
+            self.members_written.add(member)
+            self.changed = True
+            return
+        page = stats.locate(position)
+        entries = list(self.page(page))
+        del entries[position - stats.start(page)]
+        self.members[member] = None
+        self.members_written.add(member)
+        self.changed = True
+        stats.count -= 1
+        if page == stats.pages - 1 or stats.pages - page <= self.index.max_shift:
+            # shift: each later page's oldest entry moves back into the page before it
+            for number in range(page, stats.pages - 1):
+                following = list(self.page(number + 1))
+                if not following:  # an emptied marked page: nothing to pull, this page's delta absorbs it
+                    self.put_page(number, entries)
+                    self._mark(number, -1)
+                    break
+                entries.append(following.pop(0))
+                self.put_page(number, entries)
+                entries = following
+            else:
+                self.put_page(stats.pages - 1, entries)
+        else:
+            self.put_page(page, entries)
+            self._mark(page, -1)
+        while stats.pages and stats.length(stats.pages - 1) <= 0:  # the newest page item emptied
+            stats.pages -= 1
+            stats.deltas.pop(stats.pages, None)
+            self.put_page(stats.pages, None)
+        stats.deltas.pop(stats.pages - 1, None)  # the newest page's size is implied by the count
+
+    def _mark(self, page: int, delta: int) -> None:
+        value = self.stats.deltas.get(page, 0) + delta
+        if value:
+            self.stats.deltas[page] = value
+        else:
+            self.stats.deltas.pop(page, None)
+
+    def actions(self) -> list[dict]:
+        table, group, index = self.index.table, self.group, self.index
+        generation = self.read.generation
+        actions = []
+        for number in sorted(self.written):
+            entries = self.pages[number]
+            if entries is None:
+                actions.append({"Delete": {"TableName": table, "Key": index._key(group, page_key(generation, number))}})
+            else:
+                actions.append({"Put": {"TableName": table, "Item": index._page_item(group, generation, number, entries)}})
+        for member in sorted(self.members_written):
+            sort_key = self.members[member]
+            if sort_key is None:
+                actions.append({"Delete": {"TableName": table, "Key": index._key(group, member_key(generation, member))}})
+            else:
+                actions.append({"Put": {"TableName": table, "Item": index._member_item(group, generation, member, sort_key)}})
+        if self.read.version:
+            condition = {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(self.read.version)}}}
+        else:
+            condition = {"ConditionExpression": "attribute_not_exists(v)"}
+        if self.stats.count:
+            actions.append({"Put": {"TableName": table, "Item": self.stats.item(group), **condition}})
+        else:
+            actions.append({"Delete": {"TableName": table, "Key": index._key(group, STATS), **condition}})
+        if self.stats.marked != self.read.marked:
+            marker = index._key(MARKED, group)
+            if self.stats.marked:
+                actions.append({"Put": {"TableName": table, "Item": marker}})
+            else:
+                actions.append({"Delete": {"TableName": table, "Key": marker}})
+        return actions

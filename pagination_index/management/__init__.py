@@ -1,10 +1,41 @@
 """What the index's management commands share."""
 import functools
 
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 
 from pagination_index import IndexUnavailable, NoStream, SourceUnavailable
+from pagination_index.progress import Progress, write_plain
 from pagination_index.sources import BaseSource
+
+
+class ReportingCommand(BaseCommand):
+    """A command that follows the output rule of docs/reference.md ("Command output"): stdout holds
+    the result (reports asked for, and the closing summary line at -v 1 and above); stderr holds how
+    the run is going (progress and notes at -v 1, detail at -v 2), warnings at -v 1, and errors always.
+    -v 0 is quiet but for errors and the reports a flag asked for."""
+
+    verbosity = 1
+
+    def execute(self, *args, **options):
+        self.verbosity = options.get("verbosity", 1)
+        return super().execute(*args, **options)
+
+    def progress(self, total: int, label: str) -> Progress | None:
+        """A progress bar (periodic lines when stderr is not a terminal), or None at -v 0."""
+        return Progress(self.stderr, total, label) if self.verbosity >= 1 else None
+
+    def note(self, text: str, *, level: int = 1, style_func=None) -> None:
+        """A line about how the run is going, on stderr, at verbosity `level` and above."""
+        if self.verbosity >= level:
+            write_plain(self.stderr, text + "\n", style_func)
+
+    def warn(self, text: str) -> None:
+        self.note(text, style_func=self.style.WARNING)
+
+    def summary(self, text: str) -> None:
+        """The closing line that says what the command did, on stdout, at -v 1 and above."""
+        if self.verbosity >= 1:
+            self.stdout.write(self.style.SUCCESS(text))
 
 
 def stream_arn(source: BaseSource) -> str:

@@ -1,13 +1,14 @@
 """The product page in a real browser: Debian's Chromium driven by Playwright, against a live server
 on DynamoDB Local. Screenshots go to test-artifacts/screenshots/ (git-ignored)."""
 import os
-import shutil
+import re
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from tests import factories
+from tests.comments.test_star_contrast import contrast
 from tests.conftest import service_missing
 
 CHROMIUM = "/usr/bin/chromium"
@@ -51,6 +52,41 @@ def shot(page, name):
 def first_comment_ids(page, n=None):
     ids = page.locator("article.comment").evaluate_all("els => els.map(e => e.id.slice('comment-'.length))")
     return ids if n is None else ids[:n]
+
+
+def rgb(css_colour: str) -> tuple[int, int, int]:
+    match = re.fullmatch(r"rgba?\((\d+), (\d+), (\d+)(?:, ([\d.]+))?\)", css_colour)
+    assert match and match.group(4) in (None, "1"), f"not an opaque colour: {css_colour}"
+    return tuple(int(match.group(i)) for i in (1, 2, 3))
+
+
+def check_star_picker_by_keyboard(page, product_url):
+    """Tab to the rating, pick three stars with the arrow keys: Chromium's computed styles show the
+    focus ring and lit and unlit stars with 3:1 against the form (WCAG 1.4.11), on a 390 px phone."""
+    page.goto(product_url)
+    page.get_by_label("Your name").focus()
+    page.keyboard.press("Tab")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert page.get_by_label("3 stars").is_checked()
+    assert page.evaluate("document.activeElement.id") == page.get_by_label("3 stars").get_attribute("id")
+    page.locator("#write-comment").screenshot(path=str(SCREENSHOTS / "09-star-picker-focus-390px.png"))
+    styles = page.locator(".star-picker label").evaluate_all("""labels => labels.map(label => {
+        const style = getComputedStyle(label);
+        return {fill: style.color, outline: style.webkitTextStrokeColor, strokeWidth: style.webkitTextStrokeWidth,
+                focusStyle: style.outlineStyle, focusWidth: style.outlineWidth, focusColour: style.outlineColor};
+    })""")
+    background = rgb(page.locator(".comment-form").evaluate("form => getComputedStyle(form).backgroundColor"))
+    lit, unlit = styles[:3], styles[3:]
+    assert len({(s["fill"], s["outline"]) for s in lit}) == 1 and len({(s["fill"], s["outline"]) for s in unlit}) == 1
+    assert lit[0]["fill"] != unlit[0]["fill"] and lit[0]["outline"] != unlit[0]["outline"]
+    assert lit[0]["fill"] == lit[0]["outline"]  # filled, where an unlit star is an outline
+    assert contrast(rgb(lit[0]["fill"]), background) >= 3
+    assert contrast(rgb(unlit[0]["outline"]), background) >= 3 and unlit[0]["strokeWidth"] == "2px"
+    focused, others = styles[2], styles[:2] + styles[3:]
+    assert focused["focusStyle"] == "solid" and focused["focusWidth"] == "3px"
+    assert contrast(rgb(focused["focusColour"]), background) >= 3
+    assert all(style["focusStyle"] == "none" for style in others)
 
 
 def test_browse_pages_and_post_comments(sync_playwright, shop, live_server):
@@ -123,5 +159,7 @@ def test_browse_pages_and_post_comments(sync_playwright, shop, live_server):
             phone.wait_for_load_state()
             assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
             shot(phone, "08-errors-390px")
+
+            check_star_picker_by_keyboard(browser.new_page(viewport=PHONE), product_url)
         finally:
             browser.close()

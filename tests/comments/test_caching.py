@@ -139,3 +139,33 @@ def test_a_pending_flash_message_is_neither_stored_nor_304d(client, cached_produ
     response = client.get(URL, headers={"If-None-Match": first["ETag"]})
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"] and "ETag" not in response
+
+
+def test_the_catalogue_has_the_same_conditional_get(client, cached_product, settings):
+    settings.COMMENTS_PAGE_MAX_AGE = 90
+    first = client.get("/")
+    assert first.status_code == 200 and "Cached cups" in first.content.decode()
+    etag = first["ETag"]
+    assert etag.startswith('"') and first["Cache-Control"] == "public, max-age=90"
+    assert "Last-Modified" not in first  # counts change undated: the ETag alone
+    revalidated = client.get("/", headers={"If-None-Match": etag})
+    assert revalidated.status_code == 304 and revalidated.content == b""
+    assert revalidated["ETag"] == etag and revalidated["Cache-Control"] == "public, max-age=90"
+    assert client.head("/", headers={"If-None-Match": etag}).status_code == 304
+    product, _ = cached_product
+    Product.objects.filter(pk=product.pk).update(name="Cached mugs")
+    changed = client.get("/", headers={"If-None-Match": etag})
+    assert changed.status_code == 200 and changed["ETag"] != etag and "Cached mugs" in changed.content.decode()
+
+
+def test_the_catalogue_etag_follows_the_comment_counts(client, db, module_table):
+    factories.product("CACHE-3", "Counted cups")
+    factories.seed("CACHE-3", 2, seed=5)
+    call_command("rebuild_index", product=["CACHE-3"], verbosity=0)
+    etag = client.get("/")["ETag"]
+    put_comments([Comment(pk="c" * 32, sk="2030-01-01T00:00:00.000000Z", sku="CACHE-3", author="New",
+                          body="Newest", rating=5)])
+    call_command("rebuild_index", product=["CACHE-3"], verbosity=0)
+    response = client.get("/", headers={"If-None-Match": etag})
+    assert response.status_code == 200 and response["ETag"] != etag
+    assert '<td class="num">3</td>' in response.content.decode()

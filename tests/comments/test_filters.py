@@ -12,8 +12,8 @@ from django.core.management import call_command
 
 from comments import cursors, windows
 from comments.selectors import product_comment_cursor_page, product_comment_page, product_comment_slice
-from comments.windows import FastWindow, _fast_cache_key, forget_fast_window
 from comments.union import Position
+from comments.windows import FastWindow, _fast_cache_key, forget_fast_window
 from tests import factories
 from tests.pages import parse, walk
 
@@ -281,11 +281,11 @@ def backend_product(filter_comments, index_backend):
 
 
 @pytest.mark.django_db(databases="__all__")
-@pytest.mark.parametrize("index_backend", ["relational-postgres", "redis"], indirect=True)
+@pytest.mark.parametrize("index_backend", ["relational-postgres", "redis", "files"], indirect=True)
 @pytest.mark.parametrize("ratings", [(1, 4), (2, 3, 5)], ids=["14", "235"])
 def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, filter_comments, ratings, settings):
-    """The 31-combination walk runs on SQLite; here two combinations on PostgreSQL and Redis, whose
-    count_newer() is their own code."""
+    """The 31-combination walk runs on SQLite; here two combinations on PostgreSQL, Redis and files,
+    whose count_newer() is their own code."""
     settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
     expected = matching(filter_comments, ratings)
     numbered_pages(expected, ratings)

@@ -9,10 +9,10 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.test import Client, override_settings
 
 from comments.forms import BODY_MAX
-from comments.windows import _fast_cache_key
 from comments.store import comment_from_item, parse_sk
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
+from comments.windows import _fast_cache_key
 from tests import factories
 
 SKU = "POST-1"
@@ -285,3 +285,27 @@ def test_honeypot_posts_count_against_the_limit(client, product, settings):
     wait_for_fresh_minute()
     assert client.post(POST_URL, {**VALID, "website": "x"}).status_code == 303
     assert client.post(POST_URL, VALID).status_code == 429
+
+
+def test_invalid_posts_do_not_use_up_the_posting_limit(client, product, settings):
+    """A person correcting mistakes: six posts refused as invalid, then the right one is accepted."""
+    assert settings.COMMENTS_POSTS_PER_MINUTE == 5  # the default
+    wait_for_fresh_minute()
+    invalid = [client.post(POST_URL, {**VALID, "body": ""}).status_code for _ in range(6)]
+    assert invalid == [400] * 6
+    assert client.post(POST_URL, VALID).status_code == 303
+    assert len(stored()) == 1
+    assert post_burst(client, 4) == [303] * 4  # the posting limit is whole: five accepted in all
+    assert post_burst(client, 1) == [429]
+
+
+def test_invalid_posts_have_a_generous_limit_of_their_own(client, product, settings):
+    settings.COMMENTS_INVALID_POSTS_PER_MINUTE = 3
+    wait_for_fresh_minute()
+    assert [client.post(POST_URL, {**VALID, "body": ""}).status_code for _ in range(3)] == [400] * 3
+    response = client.post(POST_URL, {**VALID, "body": "", "author": "Still Ann"})
+    assert response.status_code == 429 and 1 <= int(response["Retry-After"]) <= 60
+    html = response.content.decode()
+    assert "more than 3 incomplete forms" in html
+    assert "Write your comment." in html and 'value="Still Ann"' in html  # errors and what was typed, kept
+    assert client.post(POST_URL, VALID).status_code == 303  # a valid post is still accepted

@@ -1,13 +1,17 @@
 """What a product page tells search engines: title, description, canonical, prev/next, JSON-LD."""
 import json
 import re
+from html.parser import HTMLParser
+from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
 
+from comments import cursors
 from comments.store import Comment, put_comments
 from tests import factories
 from tests.pages import JSON_LD, json_ld, parse
+
 
 def head_links(html: str) -> dict:
     return {link["rel"]: link["href"] for link in parse(html)["links"] if link["tag"] == "link" and link.get("rel")}
@@ -30,7 +34,44 @@ def test_first_page_head(client, seo_products, seo_comments):
     assert "<title>Tea &amp; cakes SEO-SMALL · Corner Shop</title>" in html
     assert re.search(r'<meta name="description" content="45 customer comments on Tea &amp; cakes SEO-SMALL\. Page 1 of 3\.', html)
     assert head_links(html) == {"canonical": "http://testserver/products/SEO-SMALL/",
-                                "next": "http://testserver/products/SEO-SMALL/?page=2", "stylesheet": "/static/css/shop.css"}
+                                "next": "http://testserver/products/SEO-SMALL/?page=2", "icon": "/static/favicon.ico",
+                                "stylesheet": "/static/css/shop.css"}
+
+
+class Outline(HTMLParser):
+    """The page's headings in order, and the heading levels inside each comment's <article>."""
+
+    def __init__(self):
+        super().__init__()
+        self.headings: list[int] = []
+        self.comments: list[list[int]] = []
+        self.open: list[bool] = []  # the <article>s we are in: is each one a comment?
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "article":
+            is_comment = "comment" in (dict(attrs).get("class") or "").split()
+            self.open.append(is_comment)
+            if is_comment:
+                self.comments.append([])
+        elif re.fullmatch(r"h[1-6]", tag):
+            self.headings.append(int(tag[1]))
+            if self.open and self.open[-1]:
+                self.comments[-1].append(int(tag[1]))
+
+    def handle_endtag(self, tag):
+        if tag == "article":
+            self.open.pop()
+
+
+@pytest.mark.parametrize("path", ["/products/SEO-SMALL/", "/products/SEO-BIG/?page=11"])
+def test_every_comment_has_a_heading_and_the_outline_skips_no_level(client, seo_products, path):
+    """The Nu HTML checker warns "Article lacks heading" for an <article> without one."""
+    outline = Outline()
+    outline.feed(client.get(path).content.decode())
+    assert len(outline.comments) == 20
+    assert all(levels == [3] for levels in outline.comments), outline.comments
+    assert outline.headings[0] == 1 and outline.headings.count(1) == 1
+    assert all(later <= earlier + 1 for earlier, later in zip(outline.headings, outline.headings[1:])), outline.headings
 
 
 def test_second_page_points_back_to_the_bare_url(client, seo_products):
@@ -41,6 +82,25 @@ def test_second_page_points_back_to_the_bare_url(client, seo_products):
     assert links["prev"] == "http://testserver/products/SEO-SMALL/"
     assert links["next"] == "http://testserver/products/SEO-SMALL/?page=3"
     assert "next" not in head_links(client.get("/products/SEO-SMALL/?page=3").content.decode())
+
+
+MORE = re.compile(r'<a class="more" rel="nofollow" href="([^"]+)"')
+
+
+@pytest.mark.parametrize("query", ["", "rating=4&rating=5"])
+def test_cursor_pages_are_their_own_canonical(client, seo_products, query):
+    """A cursor page is noindex; a canonical naming a numbered, indexable page would contradict that."""
+    first = client.get(f"/products/SEO-BIG/?{query}")
+    if query:  # filtered pages link their "Load more" cursor
+        url = MORE.search(first.content.decode()).group(1).replace("&amp;", "&")
+    else:  # unfiltered pages link none: make the one such a link would carry
+        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context["page_obj"].resume)})
+    response = client.get(url)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<meta name="robots" content="noindex,follow">' in html
+    assert head_links(html)["canonical"] == "http://testserver" + url
+    assert "page=" not in head_links(html)["canonical"]
 
 
 def test_json_ld_has_the_reviews_of_the_page_and_an_exact_aggregate(client, seo_products, seo_comments):

@@ -181,6 +181,29 @@ def test_hashed_static_files_served_by_whitenoise(site):
     assert "max-age=315360000" in headers["cache-control"] and "immutable" in headers["cache-control"]
 
 
+def test_favicon_ico_leads_to_the_hashed_icon(site):
+    status, headers, _ = site.get("/favicon.ico")
+    assert status == 302
+    assert re.fullmatch(r"/static/favicon\.[0-9a-f]{12}\.ico", headers["location"])
+    status, icon_headers, body = site.get(headers["location"], headers={"Accept-Encoding": "identity"})
+    assert status == 200 and body.startswith("\x00\x00\x01\x00")
+    assert icon_headers["content-type"] in {"image/x-icon", "image/vnd.microsoft.icon"}
+    assert "immutable" in icon_headers["cache-control"]
+
+
+def test_pages_and_static_files_are_gzipped_and_static_files_kept_for_years(site):
+    """Production settings: pages compressed by GZipMiddleware; the hashed stylesheet from WhiteNoise's
+    pre-compressed copy, with a ten-year immutable Cache-Control."""
+    for path in ("/", f"/products/{SKU}/?page=12"):
+        status, headers, _ = site.get(path, headers={"Accept-Encoding": "gzip"})
+        assert status == 200 and headers["content-encoding"] == "gzip", path
+        assert "accept-encoding" in headers["vary"].lower()
+    css = re.search(r'href="(/static/css/shop\.[0-9a-f]{12}\.css)"', site.get("/")[2]).group(1)
+    status, headers, _ = site.get(css, headers={"Accept-Encoding": "gzip"})
+    assert status == 200 and headers["content-encoding"] == "gzip"
+    assert headers["cache-control"] == "max-age=315360000, public, immutable"
+
+
 def test_headers_request_id_and_log_line(site):
     status, headers, _ = site.get(f"/products/{SKU}/?page=12", headers={"X-Request-ID": "gunicorn-e2e-1"})
     assert status == 200
@@ -205,6 +228,16 @@ def assert_ready(site):
     assert json.loads(body) == {"status": "ok", "checks": {"database": "ok", "dynamodb": "ok", "index": "ok"}}
 
 
+def assert_ready_again(site, seconds: float = 30):
+    """After a dependency restarts, /readyz turns 200 again. Not at once: a restarted DynamoDB Local
+    takes a few seconds (longer on a busy machine) to answer its first request within the probe's
+    read timeout, and the probe makes one attempt per call."""
+    deadline = time.monotonic() + seconds
+    while site.get("/readyz")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert_ready(site)
+
+
 def assert_not_ready_because_of(site, part):
     status, headers, body = site.get("/readyz")
     assert status == 503 and headers["retry-after"]
@@ -223,7 +256,7 @@ def test_readyz_follows_dynamodb(site):
         assert site.get("/healthz")[0] == 200  # the process itself is fine
     finally:
         site.dynamodb.start()
-    assert_ready(site)
+    assert_ready_again(site)
 
 
 def test_readyz_follows_redis(site, table_order):
@@ -236,7 +269,7 @@ def test_readyz_follows_redis(site, table_order):
         assert site.get(f"/products/{SKU}/?page=2")[0] == 200  # fast pages don't need the index
     finally:
         site.redis.start()
-    assert_ready(site)  # /readyz asks the store itself
+    assert_ready_again(site)  # /readyz asks the store itself
     # Pages that met the dead index fail fast for PAGINATION_INDEX_FAIL_FAST_SECONDS (2 s), then ask again.
     deadline = time.monotonic() + 10
     while (status := site.get(f"/products/{SKU}/?page=14"))[0] != 200 and time.monotonic() < deadline:

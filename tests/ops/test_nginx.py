@@ -67,6 +67,10 @@ def test_public_pages_are_gzipped_and_micro_cached(site):
     again, _ = fetch(site, PAGE, headers={"Accept-Encoding": "gzip"})
     assert again.getheader("X-Cache-Status") == "HIT"
     assert again.getheader("ETag") == first.getheader("ETag")
+    # Django compressed it (Vary: Accept-Encoding): a client without gzip gets a plain copy of its own.
+    plain, body = fetch(site, PAGE)
+    assert plain.getheader("Content-Encoding") is None and "Enamel jug" in body.decode()
+    assert fetch(site, PAGE)[0].getheader("X-Cache-Status") == "HIT"
     revalidated, _ = fetch(site, PAGE, headers={"If-None-Match": first.getheader("ETag")})
     assert revalidated.status == 304
 

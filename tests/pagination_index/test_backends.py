@@ -1,11 +1,15 @@
 """The index contract, proven on every backend over its real store."""
+import random
+import threading
+
 import pytest
 from django.db import connections
 from redis.crc import key_slot
 
 from pagination_index import micros_sort_key
-from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable
+from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable, Remove, newest_first
 from pagination_index.backends.dynamodb import DynamoDBIndex
+from pagination_index.backends.files import FileIndex
 from pagination_index.backends.redis import RedisIndex, group_of_key, sort_key_score
 from pagination_index.backends.relational import RelationalIndex
 from tests.pagination_index.contract import IndexContract, sk
@@ -171,6 +175,49 @@ class TestRedisClusterIndex(RedisContract):
         assert index.count_many(["ok", "ok/5", "broken"]) == {"ok": 1, "ok/5": 1, "broken": 1}
 
 
+class Calls:
+    """What a DynamoDBIndex asks of DynamoDB: each call's operation, and the keys of the items each
+    TransactWriteItems writes (read from the request, as DynamoDB would bill it)."""
+
+    def __init__(self, index):
+        self.operations, self.written = [], []
+        index.client.meta.events.register("provide-client-params.dynamodb.*", self.note)
+
+    def note(self, params, model, **_):
+        self.operations.append(model.name)
+        if model.name == "TransactWriteItems":
+            for action in params["TransactItems"]:
+                body = next(iter(action.values()))
+                key = body.get("Key") or body["Item"]
+                self.written.append((key["g"]["S"], key["p"]["S"]))
+
+    def clear(self):
+        self.operations.clear()
+        self.written.clear()
+
+    def pages_written(self):
+        return sorted(int(p.split(":")[1]) for _, p in self.written if p.startswith("p"))
+
+
+def page_items(index, group="g"):
+    items = index.client.query(TableName=index.table, KeyConditionExpression="g = :g",
+                               ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)["Items"]
+    return {int(item["p"]["S"].split(":")[1]): index._page_entries(item) for item in items if item["p"]["S"].startswith("p")}
+
+
+def model_check(index, model: dict, group="g"):
+    """The group equals the model in full, at single ranks, by count_newer, and in its own structures."""
+    expected = newest_first(model.items())
+    assert index.count(group) == len(expected)
+    assert index.range(group, 0, len(expected) + 5) == expected
+    for rank in {0, len(expected) // 3, len(expected) // 2, len(expected) - 1} - {-1}:
+        assert index.at(group, rank) == expected[rank]
+        assert index.range(group, rank, rank + 4) == expected[rank:rank + 4]
+        assert index.count_newer(group, expected[rank][1], expected[rank][0]) == rank
+    assert index.check_integrity(group) == []
+    assert index.check_order(group, expected) == []
+
+
 class TestDynamoDBIndex(IndexContract):
     """Pages of 3 entries (dynamodb_index_options), so the contract's groups span several items."""
 
@@ -180,15 +227,211 @@ class TestDynamoDBIndex(IndexContract):
 
     def test_pages_hold_the_oldest_entries_first_and_a_stats_item(self, index):
         index.add_many("g", [(f"m{n}", sk(n)) for n in range(7)])
-        items = index.client.query(TableName=index.table, KeyConditionExpression="g = :g",
-                                   ExpressionAttributeValues={":g": {"S": "g"}}, ConsistentRead=True)["Items"]
-        pages = {int(item["p"]["N"]): index._page_entries(item) for item in items if item["p"]["N"] != "-1"}
-        assert pages == {0: [("m0", sk(0)), ("m1", sk(1)), ("m2", sk(2))],
-                         1: [("m3", sk(3)), ("m4", sk(4)), ("m5", sk(5))], 2: [("m6", sk(6))]}
+        assert page_items(index) == {0: [("m0", sk(0)), ("m1", sk(1)), ("m2", sk(2))],
+                                     1: [("m3", sk(3)), ("m4", sk(4)), ("m5", sk(5))], 2: [("m6", sk(6))]}
         index.remove_many("g", ["m6"])
         assert index.groups() == ["g"] and index.count("g") == 6 and index.at("g", 0) == ("m5", sk(5))
+        assert sorted(page_items(index)) == [0, 1]
+
+    def test_an_append_reads_and_writes_a_constant_number_of_items(self, index):
+        """No read of the whole group: the stats item, the member item, the newest page item."""
+        index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(300)])  # 100 page items
+        calls = Calls(index)
+        for n in range(300, 306):
+            calls.clear()
+            index.add_many("g", [(f"m{n:03d}", sk(n))])
+            assert "Query" not in calls.operations and "Scan" not in calls.operations
+            assert len(calls.operations) == 4  # stats, member item, newest page, the transaction
+            assert len(calls.written) == 3  # stats, member item, the newest page item (or a new one)
+            assert calls.pages_written() == [n // 3]
+        model_check(index, {f"m{n:03d}": sk(n) for n in range(306)})
+
+    def test_a_middle_insert_or_delete_shifts_only_the_page_items_after_it(self, index):
+        model = {f"m{n:03d}": sk(n * 2) for n in range(30)}  # 10 page items
+        index.replace("g", list(model.items()))
+        calls = Calls(index)
+        index.add_many("g", [("x", sk(41))])  # between positions 20 and 21: page item 7
+        model["x"] = sk(41)
+        assert calls.pages_written() == [7, 8, 9, 10]  # 9 was full: its newest entry opens page 10
+        assert "Query" not in calls.operations
+        calls.clear()
+        index.remove_many("g", ["m026"])  # position 27: page item 9
+        del model["m026"]
+        assert calls.pages_written() == [9, 10]
+        calls.clear()
+        index.remove_entries("g", [("m026", sk(52)), ("m001", sk(3))])  # neither matches: nothing written
+        assert calls.written == []
+        model_check(index, model)
+
+    def test_redelivered_batches_write_nothing(self, index):
+        ops = [Add("g", f"m{n}", sk(n)) for n in range(10)] + [Remove("g", "m3", sk(3)), Add("h", "a", sk(1))]
+        index.apply(ops)
+        calls = Calls(index)
+        index.apply(ops)
+        assert "TransactWriteItems" not in calls.operations
+        model_check(index, {f"m{n}": sk(n) for n in range(10) if n != 3})
+
+    def test_a_long_shift_marks_the_group_and_pages_stay_exact_until_the_remark(self, dynamodb_index_options):
+        """MAX_SHIFT 2: every insert or delete more than 2 page items from the newest end changes
+        one page item and a delta in the stats item. Every read stays exact meanwhile; remark()
+        then shifts the entries back into exact page items, 3 page items per transaction."""
+        index = DynamoDBIndex(dict(dynamodb_index_options, MAX_SHIFT=2))
+        rng = random.Random(11)
+        model = {f"m{n:03d}": sk(n * 10) for n in range(60)}  # 20 page items
+        index.replace("g", list(model.items()))
+        calls = Calls(index)
+        for step in range(40):
+            calls.clear()
+            if rng.random() < 0.5:
+                member, key = f"x{step:02d}", sk(rng.randrange(0, 450))
+                model[member] = key
+                index.add_many("g", [(member, key)])
+            else:
+                member = rng.choice(sorted(model))
+                del model[member]
+                index.remove_many("g", [member])
+            assert len(calls.pages_written()) <= 3  # the page item changed, or a shift of at most 2+1
+            if step % 8 == 7:
+                model_check(index, model)
+        assert index.marked_groups() == ["g"]
+        stats = index._stats("g")
+        assert stats.marked and len(stats.deltas) > 3
+        model_check(index, model)
+        calls.clear()
+        steps = 0
+        while index.marked_groups():
+            steps += index.remark(budget=1)
+            model_check(index, model)  # exact after every step
+            assert len(calls.pages_written()) <= 3 + 1
+            calls.clear()
+        assert steps >= 2 and not index._stats("g").marked
+        pages = page_items(index)
+        assert [len(pages[p]) for p in sorted(pages)] == [3] * (len(model) // 3) + ([len(model) % 3] if len(model) % 3 else [])
+
+    def test_two_appliers_on_one_group_at_once(self, dynamodb_index_options):
+        """Two consumers (own clients) write one group concurrently: conditional transactions on
+        the stats version make the loser re-read and retry; nothing is lost or doubled."""
+        first, second = DynamoDBIndex(dynamodb_index_options), DynamoDBIndex(dynamodb_index_options)
+        base = {f"b{n:03d}": sk(n * 3) for n in range(45)}
+        first.replace("g", list(base.items()))
+        errors = []
+
+        def work(index, prefix, seed):
+            rng = random.Random(seed)
+            try:
+                for n in range(25):
+                    index.apply([Add("g", f"{prefix}{n:02d}", sk(rng.randrange(0, 200))),
+                                 Remove("g", f"b{(n * 2 + seed) % 45:03d}")])
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(index, prefix, seed))
+                   for index, prefix, seed in ((first, "p", 0), (second, "q", 1))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors
+        model = dict(base)
+        for prefix, seed in (("p", 0), ("q", 1)):
+            rng = random.Random(seed)
+            for n in range(25):
+                model[f"{prefix}{n:02d}"] = sk(rng.randrange(0, 200))
+                model.pop(f"b{(n * 2 + seed) % 45:03d}", None)
+        model_check(first, model)
+
+    def test_writes_and_reads_while_the_group_is_rewritten(self, dynamodb_index_options):
+        """A rewrite (repair_group, replace) swaps the group's generation and deletes the old page
+        items while another consumer plans a write and a reader binary-searches: both read again."""
+        writer, rewriter = DynamoDBIndex(dynamodb_index_options), DynamoDBIndex(dynamodb_index_options)
+        model = {f"b{n:03d}": sk(n * 3) for n in range(60)}
+        writer.replace("g", list(model.items()))
+        done, errors = threading.Event(), []
+
+        def rewrite():  # a rewrite every 0.3 s or so: far more often than rebuilds and repairs come
+            try:
+                while not done.wait(0.3):
+                    rewriter.repair_group("g")
+                    rewriter.count_newer("g", sk(90))
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+
+        thread = threading.Thread(target=rewrite)
+        thread.start()
+        try:
+            for n in range(30):
+                writer.apply([Add("g", f"a{n:02d}", sk(n * 5 + 1)), Remove("g", f"b{n * 2:03d}")])
+                model[f"a{n:02d}"] = sk(n * 5 + 1)
+                model.pop(f"b{n * 2:03d}")
+        finally:
+            done.set()
+            thread.join()
+        assert not errors
+        model_check(writer, model)
+
+    def test_verify_reports_each_drifted_page_item(self, index):
+        from pagination_index.verify import group_drift
+
+        entries = [(f"m{n:02d}", sk(n)) for n in range(12)]
+        index.replace("g", entries)
+        assert group_drift(index, "g", entries).ok
+        stats = index._stats("g")
+        index.client.put_item(TableName=index.table, Item=index._page_item(
+            "g", stats.generation, 2, [("m06", sk(6)), ("m08", sk(8)), ("m07", sk(7))]))
+        drift = group_drift(index, "g", entries)
+        assert not drift.ok
+        assert any(p.startswith("page item 2 (positions 6-8 from the oldest, ranks 3-5 newest first): 2 of 3")
+                   for p in drift.problems), drift.problems
+        assert any("page item 2: entries out of order" in p for p in drift.problems), drift.problems
+        index.repair_group("g")
+        assert group_drift(index, "g", entries).ok
 
     def test_an_unreachable_store_is_index_unavailable(self):
         index = DynamoDBIndex({"ENDPOINT_URL": "http://127.0.0.1:9", "TABLE": "t", "CONNECT_TIMEOUT": 0.2, "MAX_ATTEMPTS": 1})
         with pytest.raises(IndexUnavailable):
             index.count("g")
+
+
+class TestFileIndex(IndexContract):
+    """Local storage, with a commit every 7 log changes so the contract's writes cross many commits
+    and most reads merge a pending log with a generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 7})
+
+
+class TestFileIndexUncommitted(IndexContract):
+    """No commit ever runs on its own: every read merges the whole log with the generation."""
+
+    @pytest.fixture
+    def index(self, tmp_path):
+        return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+
+
+class TestFileIndexOnS3(IndexContract):
+    """Generations in S3 (moto's server, a real HTTP process), the log local; a commit every 7 changes."""
+
+    @pytest.fixture
+    def index(self, files_s3_options):
+        return FileIndex(files_s3_options)
+
+    def test_reads_are_ranged_gets_of_immutable_generations_named_by_a_manifest(self, index):
+        index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(100)])
+        storage = index.storage
+        keys = [item["Key"] for item in storage._list(storage.folder("g"))]
+        assert sorted(key.rsplit("/", 1)[1] for key in keys) == ["gen-00000000000000000001", "manifest"]
+        calls = []
+        storage.client.meta.events.register("before-call.s3.GetObject", lambda params, **kw: calls.append(params))
+        assert index.at("g", 42) == ("m057", sk(57))
+        assert [call.get("headers", {}).get("Range") for call in calls][-1].startswith("bytes=")
+
+    def test_a_reader_elsewhere_sees_the_last_published_generation(self, index):
+        index.replace("g", [("a", sk(1))])
+        index.add_many("g", [("b", sk(2))])  # in the writer's local log, not yet committed
+        elsewhere = FileIndex(dict(index.options, PATH=index.journal.root.parent / "other-host"))
+        assert elsewhere.range("g", 0, 5) == [("a", sk(1))]
+        assert index.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]  # the writer's host: exact
+        index.commit("g")
+        elsewhere.storage.forget("g")  # or wait MANIFEST_SECONDS
+        assert elsewhere.range("g", 0, 5) == [("b", sk(2)), ("a", sk(1))]

@@ -19,7 +19,6 @@ from pagination_index.leases import LeaseLost
 from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.stream import Backoff, StreamConsumer
 from tests import factories
-from tests.services import RedisServer
 from tests.pagination_index.streams import (
     Faults,
     assert_index_equals_table,
@@ -30,6 +29,7 @@ from tests.pagination_index.streams import (
     read_stream_records,
     stream_arn,
 )
+from tests.services import RedisServer
 
 FAST = Backoff(base=0.01, cap=0.05)
 
@@ -299,3 +299,19 @@ def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings
         assert {c.pk for c in late} <= {member for member, _ in get_index().range("A", 0, 100)}
     finally:
         server.kill()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lambda_handler_finishes_the_dynamodb_re_mark(dynamodb_index_options, settings):
+    """A deep insert past MAX_SHIFT marks its group; the next invocation's deferred work re-marks it."""
+    from tests.pagination_index.contract import sk
+
+    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
+                                 "OPTIONS": dict(dynamodb_index_options, MAX_SHIFT=1)}
+    index = get_index()
+    index.replace("g", [(f"m{n:02d}", sk(n * 2)) for n in range(30)])
+    index.add_many("g", [("x", sk(1))])
+    assert index.marked_groups() == ["g"]
+    assert handler({"Records": []}, None) == {"batchItemFailures": []}
+    assert index.marked_groups() == [] and index.check_integrity("g") == []
+    assert index.count("g") == 31 and index.range("g", 29, 31) == [("x", sk(1)), ("m00", sk(0))]

@@ -1,11 +1,11 @@
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
 
 from comments.table.keys import rating_index_name, table_name
 from comments.table.schema import add_rating_index, create_tables
+from pagination_index.management import ReportingCommand
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Create the DynamoDB comments table (keys, byProduct and byRating GSIs, stream) if it does not exist, "
         "or add the byRating GSI to an older table and wait until it is active. Idempotent."
@@ -18,12 +18,10 @@ class Command(BaseCommand):
     def handle(self, *args, backfill, verbosity, **options):
         created = create_tables()
         added = add_rating_index()
-        if verbosity >= 1:
-            state = "created" if created else "already exists"
-            self.stdout.write(self.style.SUCCESS(f"table {table_name()!r} {state}"))
-            if added:
-                self.stdout.write(self.style.SUCCESS(f"GSI {rating_index_name()!r} added to the table"))
+        self.summary(f"table {table_name()!r} {'created' if created else 'already exists'}")
+        if added:
+            self.summary(f"GSI {rating_index_name()!r} added to the table")
         if added and backfill:
-            call_command("backfill_rating_keys", verbosity=verbosity, stdout=self.stdout)
-        elif added and verbosity >= 1:
-            self.stdout.write("run `manage.py backfill_rating_keys` to give older comments their PK2R")
+            call_command("backfill_rating_keys", verbosity=verbosity, stdout=self.stdout, stderr=self.stderr)
+        elif added:
+            self.note("run `manage.py backfill_rating_keys` to give older comments their PK2R")

@@ -2,18 +2,18 @@ import random
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from comments import demo
 from comments.store import put_comments
 from comments.table.source import CommentsTableSource
-from pagination_index import Progress
+from pagination_index.management import ReportingCommand
 from shop.models import Product
 
 CHUNK = 500
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = "Create demo products and write their comments to DynamoDB with BatchWriteItem."
 
     def add_arguments(self, parser):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--if-empty", action="store_true", help="Write comments only if the table is empty.")
         parser.add_argument("--threads", type=int, default=4, help="Parallel BatchWriteItem calls.")
 
-    def handle(self, *args, big, products, comments, seed, if_empty, threads, verbosity, **options):
+    def handle(self, *args, big, products, comments, seed, if_empty, threads, **options):
         if min(big, products, comments) < 0 or threads < 1:
             raise CommandError("counts must be >= 0 and --threads >= 1")
         catalogue = demo.catalogue(big, products, comments)
@@ -34,15 +34,16 @@ class Command(BaseCommand):
             Product.objects.update_or_create(
                 sku=item.sku, defaults={"name": item.name, "price": item.price, "description": item.description})
         if if_empty and CommentsTableSource().has_items():
-            if verbosity >= 1:
-                self.stdout.write("comments table already has data: products updated, no comments written")
+            self.summary("comments table already has data: products updated, no comments written")
             return
         rng = random.Random(seed)
         total = sum(item.comments for item in catalogue)
-        progress = Progress(self.stdout, total, "seeding comments")
+        progress = self.progress(total, "seeding comments")
         stream = (comment for item in catalogue for comment in demo.comments_for(item, rng))
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for written in pool.map(put_comments, iter(lambda: list(islice(stream, CHUNK)), [])):
-                progress.advance(written)
-        progress.finish()
-        self.stdout.write(self.style.SUCCESS(f"{len(catalogue)} products, {total} comments written"))
+                if progress:
+                    progress.advance(written)
+        if progress:
+            progress.finish()
+        self.summary(f"{len(catalogue)} products, {total} comments written")

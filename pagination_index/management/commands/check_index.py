@@ -1,11 +1,10 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from pagination_index import get_index
-from pagination_index.management import reports_unavailable
-from pagination_index.progress import Progress
+from pagination_index.management import ReportingCommand, reports_unavailable
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Check the index backend's own structures for each group (the relational backend's counted "
         "blocks and counts; backends without such structures have nothing to check). --repair rebuilds "
@@ -22,13 +21,14 @@ class Command(BaseCommand):
     def handle(self, *args, group, repair, verbosity, **options):
         index = get_index()
         groups = group or index.groups()
-        progress = Progress(self.stderr, len(groups), "checking groups") if verbosity >= 1 else None
+        progress = self.progress(len(groups), "checking groups")
         wrong = {}
         for name in groups:
             problems = index.check_integrity(name)
             if problems and repair:
                 index.repair_group(name)
-                self.stdout.write(f"{name}: repaired ({len(problems)} problems)")
+                if verbosity >= 1:
+                    self.stdout.write(f"{name}: repaired ({len(problems)} problems)")
                 problems = index.check_integrity(name)
             if problems:
                 wrong[name] = problems
@@ -44,4 +44,4 @@ class Command(BaseCommand):
         if wrong:
             raise CommandError(f"{len(wrong)} of {len(groups)} groups have problems"
                                + ("" if repair else "; run with --repair to rebuild them"))
-        self.stdout.write(self.style.SUCCESS(f"{type(index).__name__}: {len(groups)} groups pass their integrity checks"))
+        self.summary(f"{type(index).__name__}: {len(groups)} groups pass their integrity checks")

@@ -1,16 +1,15 @@
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from pagination_index import get_index
 from pagination_index.backends.redis import FAILURES, RedisIndex, glob_escape
-from pagination_index.management import reports_unavailable
-from pagination_index.progress import Progress
+from pagination_index.management import ReportingCommand, reports_unavailable
 from pagination_index.sortkeys import micros_sort_key
 
 READ_CHUNK = 10_000
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Copy a Redis index kept in the old single-node layout (<prefix>g:<group> sorted sets and the "
         "<prefix>groups registry) into the configured Redis index's layout (<prefix>{<product>}...), on "
@@ -29,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count the old groups and entries; write nothing.")
 
     @reports_unavailable
-    def handle(self, *args, source, from_prefix, delete_old, dry_run, verbosity, **options):
+    def handle(self, *args, source, from_prefix, delete_old, dry_run, **options):
         index = get_index()
         if not isinstance(index, RedisIndex):
             raise CommandError("PAGINATION_INDEX is not the Redis backend (PAGINATION_INDEX_BACKEND=redis).")
@@ -43,7 +42,7 @@ class Command(BaseCommand):
             if dry_run:
                 self.stdout.write(f"would copy {len(keys)} groups ({sum(sizes.values()):,} entries); nothing written")
                 return
-            progress = Progress(self.stdout, len(keys), "copying groups") if verbosity >= 1 else None
+            progress = self.progress(len(keys), "copying groups")
             for key in keys:
                 group = key[len(prefix) + 2 :]
                 entries = []
@@ -63,7 +62,5 @@ class Command(BaseCommand):
             raise CommandError(f"The old index's Redis failed: {exc}") from exc
         finally:
             old.close()
-        self.stdout.write(self.style.SUCCESS(
-            f"copied {len(keys)} groups ({sum(sizes.values()):,} entries)"
-            + ("; old keys deleted" if delete_old else "; old keys kept (--delete-old removes them)")
-        ))
+        self.summary(f"copied {len(keys)} groups ({sum(sizes.values()):,} entries)"
+                     + ("; old keys deleted" if delete_old else "; old keys kept (--delete-old removes them)"))

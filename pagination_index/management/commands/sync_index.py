@@ -2,17 +2,19 @@ import signal
 import threading
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+from django.db import DatabaseError
 from django.utils import timezone
 
 from pagination_index import get_index, get_source
-from pagination_index.management import reports_unavailable, stream_arn
+from pagination_index.leases import lease_release
+from pagination_index.management import ReportingCommand, reports_unavailable, stream_arn
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
 from pagination_index.stream import StreamConsumer, checkpoint_database
 
 
-class Command(BaseCommand):
+class Command(ReportingCommand):
     help = (
         "Keep the pagination index in step with the comments table by consuming its DynamoDB Stream. "
         "Follows the stream until SIGTERM/SIGINT (finishing the current batch), or drains it with --once. "
@@ -35,36 +37,43 @@ class Command(BaseCommand):
         )
 
     @reports_unavailable
-    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, verbosity, **options):
+    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, **options):
         arn = stream_arn(get_source())
         if status:
             return self._status(arn, checkpoint_database(get_index()))
         if lease_seconds <= 0:
             raise CommandError("--lease-seconds must be positive")
-        stop = threading.Event()
-        restore = self._install_signal_handlers(stop)
+        stop, stopped = threading.Event(), threading.Event()
+        restore = self._install_signal_handlers(stop, stopped)
         consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
                                   stop_event=stop, lease_seconds=lease_seconds)
 
         def report(result):
             for loss in result.trimmed:
                 self.stderr.write(self.style.ERROR(f"STREAM RECORDS LOST: {loss}"))
-            if result.records and verbosity >= 1:
-                self.stdout.write(f"applied {result.records} records ({result.ops} index ops)")
+            if result.records:
+                self.note(f"applied {result.records} records ({result.ops} index ops)")
 
-        if verbosity >= 1 and not once:
-            self.stdout.write(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
+        if not once:
+            self.note(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
         try:
-            total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
-        finally:
-            restore()
-        if verbosity >= 1:
-            state = "stopped" if stop.is_set() else "caught up"
-            self.stdout.write(self.style.SUCCESS(f"{state}: {total.records} records applied"))
+            try:
+                total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
+            except KeyboardInterrupt:  # a second signal: stop now, the batch under way rolled back
+                stopped.set()  # from here on signals are ignored: nothing is left to interrupt but this
+                try:
+                    released = lease_release(stream_arn=arn, owner=consumer.owner, using=consumer.database)
+                    leases = f"{released} shard lease(s) released"
+                except DatabaseError:
+                    leases = f"the shard leases could not be released and expire within {lease_seconds:g} s"
+                raise CommandError(f"forced to stop: the batch under way was not applied; {leases}") from None
+            stopped.set()
             if total.leased_elsewhere:
-                self.stdout.write(self.style.WARNING(
-                    f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
-                    "(see --status)"))
+                self.warn(f"{len(total.leased_elsewhere)} shard(s) leased by another consumer were left to it "
+                          "(see --status)")
+            self.summary(f"{'stopped' if stop.is_set() else 'caught up'}: {total.records} records applied")
+        finally:
+            restore()  # may pass the signal on to the caller's own handler (stack.run): report first
         if total.trimmed:
             raise CommandError(
                 f"{len(total.trimmed)} stream loss(es) recorded; verify_index fails until `rebuild_index` has run"
@@ -98,16 +107,32 @@ class Command(BaseCommand):
         for group, reason in stale_groups(using=database).items():
             self.stdout.write(self.style.ERROR(f"needs rebuild: {group}: {reason}"))
 
-    def _install_signal_handlers(self, stop: threading.Event):
-        """SIGTERM/SIGINT set `stop`; returns a function that puts the previous handlers back."""
+    def _install_signal_handlers(self, stop: threading.Event, stopped: threading.Event):
+        """SIGTERM/SIGINT set `stop`; a second one forces the exit unless the consumer has `stopped`
+        already (then there is nothing left to interrupt but the exit itself, so it is ignored).
+        Returns a function that puts the previous handlers back and, when a signal stopped us and the
+        caller had a handler of its own for it (stack.run calling `sync_index --once` on start-up),
+        raises the signal again for that handler: the caller was asked to stop too."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
+        received = []
 
         def handler(signum, frame):
+            if stopped.is_set():
+                return
             if stop.is_set():
                 raise KeyboardInterrupt  # a second signal forces the exit
-            self.stderr.write("stopping after the current batch (signal again to force)")
+            self.note("stopping after the current batch (signal again to force)")
+            received.append(signum)
             stop.set()
 
         previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
-        return lambda: [signal.signal(signum, old) for signum, old in previous.items()]
+
+        def restore():
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+            caller = previous[received[0]] if received else None
+            if callable(caller) and caller is not signal.default_int_handler:
+                signal.raise_signal(received[0])
+
+        return restore

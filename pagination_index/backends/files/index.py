@@ -1,0 +1,507 @@
+"""FileIndex: per group one immutable, sorted generation file plus a write-ahead log of the changes
+since, merged on every read; a commit folds the log into the next generation.
+
+Reads take no lock: a generation is published by rename, a log is append-only and a reader uses
+only its complete, checksummed records. Writers and committers of a group hold its lock (a
+thread lock and flock(2) on the group's `lock` file, so processes and threads alike exclude each
+other). See docs/backends-files.md for the format, the commit steps and crash safety.
+"""
+from __future__ import annotations
+
+import bisect
+import fcntl
+import os
+import threading
+import time
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from pagination_index.sortkeys import micros_sort_key
+
+from ..base import Entry, IndexUnavailable, NetWriteIndex, Removal, newest_first
+from . import format as fmt
+from . import log as wal
+from .s3 import S3Storage
+from .storage import Generation, LocalStorage, sync_batch
+
+UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
+UUID_COLUMNS = fmt.UUID_COLUMNS
+PAUSE_ENV = "PAGINATION_INDEX_FILES_PAUSE_AT"  # crash tests: "<step>:<marker file>"
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A consistent state of a group: one generation and its log up to `log_offset`."""
+
+    base: Generation | None
+    log_id: tuple | None  # (inode, size) of the log file as read
+    log_offset: int
+    log_created_us: int | None
+    torn: bool
+    overlay: wal.Overlay
+
+    @property
+    def generation(self) -> int:
+        return self.base.header.generation if self.base else 0
+
+    @property
+    def base_count(self) -> int:
+        return self.base.header.count if self.base else 0
+
+    def count(self) -> int:
+        return self.base_count - len(self.overlay.deleted) + len(self.overlay.inserted)
+
+
+def _pause(step: str) -> None:
+    """Crash tests: with PAGINATION_INDEX_FILES_PAUSE_AT=<step>:<marker>, a committer reaching that
+    step creates the marker file and waits there to be killed."""
+    wanted = os.environ.get(PAUSE_ENV, "")
+    if wanted.partition(":")[0] == step:
+        Path(wanted.partition(":")[2]).write_text(str(os.getpid()))
+        while True:
+            time.sleep(1)
+
+
+class FileIndex(NetWriteIndex):
+    """OPTIONS: PATH (the folder), COMMIT_ENTRIES (commit a group once its log holds this many
+    changes), COMMIT_SECONDS (or once its log is this old, checked on writes and by maintain())."""
+
+    def __init__(self, options: dict | None = None):
+        super().__init__(options)
+        # Logs and locks always live in local files (on S3, on the host that runs sync_index).
+        self.journal = LocalStorage(self.options.get("PATH", "var/pagination-index"))
+        if self.options.get("S3_BUCKET"):
+            self.storage = S3Storage(self.options)
+        else:
+            self.storage = self.journal
+        self.commit_entries = int(self.options.get("COMMIT_ENTRIES", 1000))
+        self.commit_seconds = float(self.options.get("COMMIT_SECONDS", 60))
+        self.open_groups = int(self.options.get("OPEN_GROUPS", 512))
+        self._views: dict[str, GroupView] = {}
+        self._lock = threading.Lock()
+        self._group_locks: dict[str, threading.Lock] = {}
+        self._pending: set[str] | None = None  # groups with a log, for maintain(); None: not looked yet
+
+    # --- reading a group's state ---------------------------------------------------------------
+    def _log_path(self, group: str, generation: int) -> Path:
+        return self.journal.group_dir(group) / f"log.{generation}"
+
+    def _view(self, group: str) -> GroupView:
+        try:
+            for _ in range(20):
+                view = self._try_view(group)
+                if view is not None:
+                    return view
+            raise IndexUnavailable(f"group {group!r} kept changing under the reader")
+        except (OSError, fmt.CorruptFile) as exc:
+            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+
+    def _try_view(self, group: str) -> GroupView | None:
+        stamp = self.storage.stamp(group)
+        cached = self._views.get(group)
+        if cached is not None and (cached.base.stamp if cached.base else None) == stamp:
+            base = cached.base
+        else:
+            cached = None
+            base = self.storage.open(group) if stamp is not None else None
+            if (base.stamp if base else None) != stamp:
+                return None  # published again between the stat and the open
+        path = self._log_path(group, base.header.generation if base else 0)
+        try:
+            status = os.stat(path)
+        except FileNotFoundError:
+            # No log, or a commit dropped it after publishing a newer generation: look again.
+            if self.storage.stamp(group) != stamp:
+                return None
+            view = GroupView(base, None, 0, None, False, wal.Overlay())
+        else:
+            log_id = (status.st_ino, status.st_size)
+            if cached is not None and cached.log_id == log_id:
+                return cached
+            if cached is not None and cached.log_id and cached.log_id[0] == status.st_ino:
+                start, overlay, created = cached.log_offset, cached.overlay.copy(), cached.log_created_us
+            else:
+                start, overlay, created = 0, wal.Overlay(), None
+            with open(path, "rb") as log_file:
+                data = log_file.read()
+            log_id = (status.st_ino, len(data))
+            if start == 0:
+                header = wal.decode_header(data)
+                if header is None or header[0] != (base.header.generation if base else 0):
+                    raise fmt.CorruptFile(f"{path}: bad log header")
+                created, start = header[1], wal.HEADER.size
+            changes, offset, torn = wal.parse_records(data, start)
+            overlay.apply(changes)
+            view = GroupView(base, log_id, offset, created, torn, overlay)
+        with self._lock:
+            self._views.pop(group, None)
+            self._views[group] = view
+            while len(self._views) > self.open_groups:  # each view holds its generation open
+                self._views.pop(next(iter(self._views)))
+        return view
+
+    def _base_entries(self, view: GroupView, first: int, count: int) -> list[Entry]:
+        if view.base is None or count <= 0 or first >= view.base_count:
+            return []
+        count = min(count, view.base_count - first)
+        header = view.base.header
+        return fmt.decode_records(view.base.read_records(first, count), header.layout, header.record_size)
+
+    def _base_count_newer(self, view: GroupView, sort_key: str, member: str | None) -> int:
+        """Binary search of the generation: the records strictly before (sort_key, member)."""
+        if view.base is None:
+            return 0
+        header = view.base.header
+        micros = fmt.encode_key(sort_key)
+        target = (micros, member.encode()) if member is not None else None
+        low, high = 0, header.count
+        while low < high:
+            middle = (low + high) // 2
+            key = fmt.record_order_key(view.base.read_records(middle, 1), 0, header.layout)
+            newer = key[0] > micros if target is None else key > target
+            if newer:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    # --- reads ---------------------------------------------------------------------------------
+    def count(self, group: str) -> int:
+        return self._view(group).count()
+
+    def at(self, group: str, rank: int) -> Entry | None:
+        view = self._view(group)
+        if rank < 0 or rank >= view.count():
+            return None
+        if not view.overlay:
+            return self._base_entries(view, rank, 1)[0]
+        entry, position, _ = view.overlay.locate(rank)
+        return entry if entry is not None else self._base_entries(view, position, 1)[0]
+
+    def range(self, group: str, start: int, stop: int) -> list[Entry]:
+        view = self._view(group)
+        start, stop = max(start, 0), min(stop, view.count())
+        if start >= stop:
+            return []
+        if not view.overlay:
+            return self._base_entries(view, start, stop - start)
+        inserted, ranks, deleted = view.overlay.prepared()
+        before = bisect.bisect_left(ranks, start)  # inserted entries ranked before `start`
+        position = self._skip_deleted(deleted, start - before)
+        base = self._base_entries(view, position, stop - start + len(deleted))
+        result, next_inserted, offset = [], before, 0
+        for rank in range(start, stop):
+            if next_inserted < len(ranks) and ranks[next_inserted] == rank:
+                result.append(inserted[next_inserted])
+                next_inserted += 1
+                continue
+            while position + offset in view.overlay.deleted:
+                offset += 1
+            result.append(base[offset])
+            offset += 1
+        return result
+
+    @staticmethod
+    def _skip_deleted(deleted: list[int], survivor: int) -> int:
+        position = survivor
+        for gone in deleted:
+            if gone <= position:
+                position += 1
+            else:
+                break
+        return position
+
+    def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
+        view = self._view(group)
+        try:
+            base_newer = self._base_count_newer(view, sort_key, member)
+        except OSError as exc:
+            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+        return view.overlay.count_newer(base_newer, sort_key, member) if view.overlay else base_newer
+
+    def groups(self) -> list[str]:
+        names = set(self.storage.names()) | set(self.journal.names())
+        return sorted(group for group in names if self.count(group) > 0)
+
+    def pending_changes(self, group: str) -> int:
+        """Changes in the group's log not yet committed into a generation (verify_index shows them)."""
+        return self._view(group).overlay.pending()
+
+    # --- writes --------------------------------------------------------------------------------
+    @contextmanager
+    def _locked(self, group: str):
+        with self._lock:
+            thread_lock = self._group_locks.setdefault(group, threading.Lock())
+        with thread_lock:
+            folder = self.journal.ensure_group(group)
+            fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield folder
+            finally:
+                os.close(fd)
+
+    def _find_members(self, view: GroupView, members: set[str]) -> dict[str, tuple[int, str]]:
+        """member -> (position, sort key) of the generation's records of these members: one pass
+        over the file (numpy over the mapped records for UUID24)."""
+        if view.base is None or not members or view.base_count == 0:
+            return {}
+        header = view.base.header
+        found = {}
+        if header.layout == fmt.UUID24:
+            wanted = sorted({int(member[:16], 16) for member in members if fmt._HEX32.fullmatch(member)})
+            if not wanted:
+                return {}
+            data = view.base.read_records(0, header.count)
+            records = np.frombuffer(data, dtype=UUID_COLUMNS, count=header.count)
+            high = records["hi"].astype(np.uint64)
+            targets = np.array(wanted, dtype=np.uint64)
+            slots = np.searchsorted(targets, high)
+            slots[slots == len(targets)] = 0
+            for position in np.flatnonzero(targets[slots] == high).tolist():
+                member = f"{int(records['hi'][position]):016x}{int(records['lo'][position]):016x}"
+                if member in members:
+                    found[member] = (position, micros_sort_key(int(records["k"][position])))
+            return found
+        for position, (member, sort_key) in enumerate(self._base_entries(view, 0, view.base_count)):
+            if member in members:
+                found[member] = (position, sort_key)
+        return found
+
+    def _resolve(self, view: GroupView, adds: Sequence[Entry], removals: Sequence[Removal]) -> list:
+        """The net ops of one group as log changes against the view's generation."""
+        overlay = view.overlay.copy()
+        base = self._find_members(view, {member for member, _ in adds} | {member for member, _ in removals})
+        changes = []
+
+        def change(kind, position, member, sort_key):
+            changes.append((kind, position, fmt.encode_key(sort_key), member))
+            overlay.apply([(kind, position, member, sort_key)])
+
+        def current(member):
+            if member in overlay.inserted:
+                return overlay.inserted[member][0]
+            found = base.get(member)
+            if found is not None and found[0] not in overlay.deleted:
+                return found[1]
+            return None
+
+        def take_out(member):
+            if member in overlay.inserted:
+                change(wal.UNINSERT, 0, member, overlay.inserted[member][0])
+            else:
+                position, sort_key = base[member]
+                change(wal.DELETE, position, member, sort_key)
+
+        for member, sort_key in removals:
+            present = current(member)
+            if present is not None and (sort_key is None or sort_key == present):
+                take_out(member)
+        for member, sort_key in adds:
+            present = current(member)
+            if present == sort_key:
+                continue
+            if present is not None:
+                take_out(member)
+            found = base.get(member)
+            if found is not None and found[1] == sort_key:
+                change(wal.UNDELETE, found[0], member, sort_key)
+            else:
+                change(wal.INSERT, self._base_count_newer(view, sort_key, member), member, sort_key)
+        return changes
+
+    def _append(self, folder: Path, view: GroupView, changes: list) -> int:
+        """Append one record to the group's log (created, or cut back to its last good record);
+        returns the open fd, for the caller to fsync."""
+        path = folder / f"log.{view.generation}"
+        if view.log_id is None:
+            temporary = folder / f"log.tmp.{os.getpid()}"
+            with open(temporary, "wb") as out:
+                out.write(wal.encode_header(view.generation, time.time_ns() // 1000))
+            os.replace(temporary, path)  # made durable with the record, by sync_batch()
+        fd = os.open(path, os.O_WRONLY)
+        if view.torn:
+            os.ftruncate(fd, view.log_offset)
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, wal.encode_record(changes))
+        return fd
+
+    def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
+        for entries in adds.values():
+            for member, sort_key in entries:
+                fmt.encode_key(sort_key)  # a bad sort key is refused before anything is written
+        adds = {group: list(dict(entries).items()) for group, entries in adds.items() if entries}
+        groups = sorted(set(adds) | {group for group, removals in removes.items() if removals})
+        written, due = [], []
+        try:
+            for group in groups:
+                with self._locked(group) as folder:
+                    view = self._view(group)
+                    changes = self._resolve(view, adds.get(group, []), removes.get(group, []))
+                    if not changes:
+                        continue
+                    written.append((self._append(folder, view, changes), folder))
+                    with self._lock:
+                        if self._pending is not None:
+                            self._pending.add(group)
+                    view = self._view(group)
+                    if self._commit_due(view):
+                        due.append(group)
+            sync_batch(written)
+        except OSError as exc:
+            raise IndexUnavailable(f"files index write: {exc}") from exc
+        finally:
+            for fd, _ in written:
+                os.close(fd)
+        for group in due:
+            self.commit(group)
+
+    def _commit_due(self, view: GroupView) -> bool:
+        if view.log_id is None:
+            return False
+        age = time.time() - view.log_created_us / 1e6
+        return view.overlay.changes >= self.commit_entries or age >= self.commit_seconds
+
+    def replace(self, group: str, entries: Sequence[Entry]) -> None:
+        """Bulk build: write the sorted generation directly, no log."""
+        latest = dict(entries)
+        layout, size = fmt.layout_for(latest)
+        if layout == fmt.UUID24:
+            records = memoryview(fmt.uuid_records(latest).view(np.uint8)) if latest else b""
+        else:
+            records = fmt.encode_records(newest_first(latest.items()), layout, size)
+        try:
+            with self._locked(group):
+                view = self._view(group)
+                self._publish(group, view, layout, size, len(latest), [records])
+        except OSError as exc:
+            raise IndexUnavailable(f"files index, replace {group!r}: {exc}") from exc
+
+    def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
+        """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""
+        crc = 0
+        for chunk in chunks:
+            crc = zlib.crc32(chunk, crc)
+        header = fmt.encode_header(group=group, layout=layout, record_size=size, count=count,
+                                   generation=view.generation + 1, records_crc=crc)
+        self.storage.remove_temporary(group)
+        self.storage.publish(group, view.generation + 1, [header, *chunks], pause=_pause)
+        self.storage.forget(group)  # our own next read looks at the new generation at once
+        _pause("before-drop")
+        self._drop_logs(group, keep=view.generation + 1)
+
+    def _drop_logs(self, group: str, *, keep: int) -> None:
+        """Remove the logs of older generations (folded in already; the lock is held)."""
+        for stale in self.journal.group_dir(group).glob("log.*"):
+            if stale.name != f"log.{keep}":
+                stale.unlink(missing_ok=True)
+
+    # --- commit --------------------------------------------------------------------------------
+    def commit(self, group: str) -> bool:
+        """Fold the group's log into a new generation; False when there was nothing to fold."""
+        try:
+            with self._locked(group):
+                view = self._view(group)
+                if view.log_id is None:  # nothing to fold; tidy what a killed committer left
+                    self.storage.remove_temporary(group)
+                    self._drop_logs(group, keep=view.generation)
+                    return False
+                layout, size, count, chunks = self._merge(view)
+                self._publish(group, view, layout, size, count, chunks)
+                return True
+        except OSError as exc:
+            raise IndexUnavailable(f"files index, commit {group!r}: {exc}") from exc
+
+    def _merge(self, view: GroupView):
+        """(layout, record size, count, record chunks) of the generation plus its log."""
+        overlay, header = view.overlay, view.base.header if view.base else None
+        inserted, _, deleted = overlay.prepared()
+        uuid_only = all(fmt._HEX32.fullmatch(member) for member in overlay.inserted)
+        if uuid_only and (header is None or header.layout == fmt.UUID24):
+            if view.base is not None:
+                data = view.base.read_records(0, header.count)
+                records = np.frombuffer(data, dtype=UUID_RECORD, count=header.count)
+            else:
+                records = np.zeros(0, dtype=UUID_RECORD)
+            kept = np.delete(records, deleted) if deleted else records
+            positions = [overlay.inserted[member][1] for member, _ in inserted]
+            new = np.array([(fmt.encode_key(sort_key), bytes.fromhex(member)) for member, sort_key in inserted],
+                           dtype=UUID_RECORD)
+            shifted = [position - bisect.bisect_left(deleted, position) for position in positions]
+            merged = np.insert(kept, shifted, new) if len(new) else kept
+            raw = memoryview(merged.view(np.uint8))  # records as bytes, no copy
+            half = (len(merged) // 2) * UUID_RECORD.itemsize
+            return fmt.UUID24, 24, len(merged), [raw[:half], raw[half:]]
+        entries = [entry for position, entry in enumerate(self._base_entries(view, 0, view.base_count))
+                   if position not in overlay.deleted]
+        ordered = newest_first(entries + inserted)
+        layout, size = fmt.layout_for(member for member, _ in ordered)
+        records = fmt.encode_records(ordered, layout, size)
+        half = (len(ordered) // 2) * size
+        return layout, size, len(ordered), [records[:half], records[half:]]
+
+    def maintain(self) -> int:
+        """Commit the groups whose log is due (COMMIT_ENTRIES changes or COMMIT_SECONDS old);
+        sync_index calls this after every poll. It looks at the groups this process wrote, and on
+        its first call at every group (logs a previous process left). Returns the groups committed."""
+        with self._lock:
+            if self._pending is None:
+                candidates = set(self.journal.names())
+                self._pending = set()
+            else:
+                candidates, self._pending = self._pending, set()
+        committed = 0
+        for group in sorted(candidates):
+            view = self._view(group)
+            if view.log_id is None:
+                continue
+            if self._commit_due(view):
+                committed += self.commit(group)
+            else:
+                with self._lock:
+                    self._pending.add(group)
+        return committed
+
+    def pending_groups(self) -> list[str]:
+        return [group for group in self.journal.names() if self._view(group).log_id is not None]
+
+    def clear(self) -> None:
+        self.storage.clear()
+        self.journal.clear()
+        with self._lock:
+            self._views.clear()
+
+    def check_integrity(self, group: str) -> list[str]:
+        problems = []
+        try:
+            view = self._view(group)
+        except IndexUnavailable as exc:
+            return [str(exc)]
+        if view.base is not None:
+            header = view.base.header
+            data = view.base.read_records(0, header.count)
+            if zlib.crc32(data) != header.records_crc:
+                problems.append(f"generation {header.generation}: records checksum mismatch")
+            keys = [fmt.record_order_key(data, offset, header.layout)
+                    for offset in range(0, len(data), header.record_size)]
+            if any(a <= b for a, b in zip(keys, keys[1:])):
+                problems.append(f"generation {header.generation}: records out of order")
+            members = [key[1] for key in keys]
+            if len(set(members)) != len(members):
+                problems.append(f"generation {header.generation}: a member appears twice")
+        if view.torn:
+            problems.append(f"log of generation {view.generation}: a torn final record (skipped; "
+                            "the next write cuts it off)")
+        return problems
+
+    def repair_group(self, group: str) -> None:
+        self.replace(group, self.range(group, 0, self.count(group)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._views.clear()

@@ -1,0 +1,97 @@
+"""`make run` stopped with one Ctrl-C: the stack launched as `make run` launches it (`python -m
+stack.run`, here on free ports with a scratch var dir, against this session's DynamoDB Local), in a
+process group of its own as a terminal's foreground job is, then SIGINT sent to the whole group as
+the terminal does (or SIGTERM, as `kill -- -PGID` does). Every process must exit, no traceback may be
+printed, and sync_index must give up its shard leases (a standby would otherwise wait for them to
+expire)."""
+from __future__ import annotations
+
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from comments.table.schema import create_tables, delete_tables
+from stack.dynamodb_local import free_port
+from tests import factories
+from tests.processes import alive, descendants, leases
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def answers(address: str) -> bool:
+    host, port = address.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=2)
+    try:
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def stack_table(dynamodb_settings):
+    """A comments table with a few comments, so stack.run's seed_demo (--if-empty) writes nothing."""
+    config = dict(dynamodb_settings, TABLE=f"comments-stack-{uuid.uuid4().hex[:8]}")
+    with override_settings(DYNAMODB=config):
+        create_tables()
+        factories.seed("RUN-1", 30, seed=5)
+        try:
+            yield config
+        finally:
+            delete_tables()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill-group"])
+def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, tmp_path, signum):
+    web = f"127.0.0.1:{free_port()}"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", str(tmp_path)),
+        "DJANGO_SETTINGS_MODULE": "shop.settings",
+        "SHOP_VAR_DIR": str(tmp_path / "var"),
+        "DYNAMODB_LOCAL_PORT": stack_table["ENDPOINT_URL"].rsplit(":", 1)[1],
+        "COMMENTS_TABLE": stack_table["TABLE"],
+        "WEB_ADDRESS": web,
+        "SYNC_INDEX_POLL_SECONDS": "0.2",
+    }
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "stack.run"], cwd=ROOT, env=env, stdout=stdout,
+                                   stderr=stderr, process_group=0)
+    database = tmp_path / "var" / "db.sqlite3"
+    processes = [process.pid]
+    try:
+        deadline = time.monotonic() + 120
+        while not (answers(web) and any(owner.startswith("sync:") for _, owner, _ in leases(database))):
+            assert process.poll() is None, f"stack.run exited early:\n{out.read_text()}\n{err.read_text()}"
+            assert time.monotonic() < deadline, f"the stack did not come up:\n{out.read_text()}\n{err.read_text()}"
+            time.sleep(0.3)
+        processes = descendants(process.pid)
+        assert len(processes) >= 4, processes  # stack.run, runserver and its autoreloaded child, sync_index
+
+        os.killpg(process.pid, signum)
+        assert process.wait(30) == 0, err.read_text()
+        deadline = time.monotonic() + 15
+        while alive(processes) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(processes) == [], "processes left running"
+    finally:
+        for pid in alive(processes + (descendants(process.pid) if process.poll() is None else [])):
+            os.kill(pid, signal.SIGKILL)
+        process.wait()
+    errors = err.read_text()
+    assert "Traceback" not in errors and "KeyboardInterrupt" not in errors, errors
+    assert leases(database) and all(owner == "" and expires is None for _, owner, expires in leases(database)), \
+        leases(database)

@@ -1,0 +1,91 @@
+"""The commands' output rule (docs/reference.md, "Command output"): progress and notes on stderr at
+-v 1, the result on stdout, nothing but errors at -v 0. Real commands on DynamoDB Local."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import OutputWrapper
+
+from pagination_index import get_index, get_source
+from pagination_index.management import stream_arn
+from pagination_index.progress import Progress
+from pagination_index.stream import stream_paused
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args, **options) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err, **options)
+    return out.getvalue(), err.getvalue()
+
+
+def test_rebuild_index_progress_on_stderr_and_quiet_at_v0(comments_table):
+    factories.seed("OUT-1", 45, seed=51)
+    assert run("rebuild_index", product=["OUT-1"], verbosity=0) == ("", "")
+    assert run("rebuild_index", verbosity=0) == ("", "")
+
+    out, err = run("rebuild_index", product=["OUT-1"])
+    assert "reading products: done, 100.0% 1/1" in err and "swapping groups: done" in err
+    assert out.startswith("rebuilt 6 groups (90 entries)")  # the product's group and its five rating groups
+    assert "done" not in out and "rebuilt" not in err
+    out, err = run("rebuild_index")
+    assert "scanning table: done" in err and "swapping groups: done" in err
+    assert out.count("\n") == 1 and out.startswith("rebuilt 6 groups")
+
+
+def test_seed_demo_progress_on_stderr_and_quiet_at_v0(comments_table):
+    arguments = {"big": 30, "products": 2, "comments": 5, "threads": 1}
+    assert run("seed_demo", verbosity=0, **arguments) == ("", "")
+    out, err = run("seed_demo", **arguments)
+    assert err.startswith("seeding comments: done, 100.0% 35/35") and err.count("\n") == 1
+    assert out == "2 products, 35 comments written\n"
+    out, err = run("seed_demo", if_empty=True, **arguments)
+    assert (out, err) == ("comments table already has data: products updated, no comments written\n", "")
+
+
+def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table):
+    factories.seed("OUT-2", 12, seed=52)
+    assert run("sync_index", once=True, verbosity=0) == ("", "")
+    factories.seed("OUT-2", 3, seed=53)
+    out, err = run("sync_index", once=True)
+    assert err.startswith("applied ") and "records" in err
+    assert out == "caught up: 3 records applied\n"
+
+    assert run("verify_index", verbosity=0, recheck_seconds=0) == ("", "")
+    out, err = run("verify_index", recheck_seconds=0)
+    assert "scanning table: done" in err
+    assert out.startswith("index matches the table: 6 group(s), 30 table entries")
+    out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
+    assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out
+
+
+def test_sync_index_warns_on_stderr_about_shards_leased_elsewhere(comments_table):
+    factories.seed("OUT-3", 4, seed=54)
+    with stream_paused(index=get_index(), stream_arn=stream_arn(get_source()), lease_seconds=60):  # as rebuild_index
+        out, err = run("sync_index", once=True)
+        assert run("sync_index", once=True, verbosity=0) == ("", "")
+    assert "leased by another consumer were left to it" in err
+    assert out == "caught up: 0 records applied\n"
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_redraws_one_line_on_a_terminal_through_a_command_stream():
+    """Django's OutputWrapper ends every write with a newline and colours stderr as an error; a bar
+    redrawn with \\r needs neither."""
+    terminal = Terminal()
+    progress = Progress(OutputWrapper(terminal), 3, "copying")
+    for _ in range(3):
+        progress.advance()
+    progress.finish()
+    text = terminal.getvalue()
+    assert text.count("\n") == 1 and text.endswith("\n") and text.startswith("\rcopying [")
+    assert "\x1b[" not in text
+    assert text.rstrip("\n").rsplit("\r", 1)[1].startswith("copying [" + "#" * 30 + "] 100.0% 3/3")

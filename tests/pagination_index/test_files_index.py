@@ -1,0 +1,275 @@
+"""The files backend's own behaviour: its format, its write-ahead log, commits, and crashes at every
+commit step (real SIGKILLs). The contract suite runs on it in test_backends.py."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from pagination_index.backends.base import Add, Remove, newest_first
+from pagination_index.backends.files import FileIndex
+from pagination_index.backends.files import format as fmt
+from pagination_index.backends.files import log as wal
+from tests.pagination_index.contract import sk
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def uuid_member(rng: random.Random) -> str:
+    return uuid.UUID(int=rng.getrandbits(128)).hex
+
+
+def data_file(index: FileIndex, group: str) -> Path:
+    return index.storage.group_dir(group) / "data"
+
+
+def log_files(index: FileIndex, group: str) -> list[Path]:
+    return sorted(index.storage.group_dir(group).glob("log.*"))
+
+
+@pytest.fixture
+def index(tmp_path):
+    return FileIndex({"PATH": tmp_path / "index", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+
+
+def test_uuid_members_take_24_bytes_per_entry_and_count_is_in_the_header(index):
+    rng = random.Random(1)
+    entries = [(uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(1000)]
+    index.replace("g", entries)
+    raw = data_file(index, "g").read_bytes()
+    header = fmt.decode_header(raw)
+    assert (header.layout, header.record_size, header.count, header.generation) == (fmt.UUID24, 24, 1000, 1)
+    assert len(raw) == header.data_offset + 24 * 1000
+    assert index.range("g", 0, 1000) == newest_first(entries)
+
+
+def test_other_members_take_the_packed_layout_sized_by_the_longest(index):
+    index.replace("g", [("a", sk(1)), ("Café-茶", sk(2)), ("0123456789abcdef0123456789abcdef", sk(3))])
+    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    assert (header.layout, header.record_size) == (fmt.PACKED, 10 + 32)  # the hex member is the longest
+    assert index.at("g", 1) == ("Café-茶", sk(2))
+
+
+def test_a_uuid_group_that_gets_another_member_changes_layout_at_commit(index):
+    member = uuid.uuid4().hex
+    index.replace("g", [(member, sk(1))])
+    index.add_many("g", [("not-a-uuid", sk(2))])
+    assert index.commit("g")
+    assert fmt.decode_header(data_file(index, "g").read_bytes()).layout == fmt.PACKED
+    assert index.range("g", 0, 5) == [("not-a-uuid", sk(2)), (member, sk(1))]
+
+
+@pytest.mark.parametrize("commit_entries", [5, 40, 10**9])
+def test_uuid_groups_match_a_sorted_list_through_writes_and_commits(tmp_path, commit_entries):
+    """The numpy merge and member lookup of UUID24 files, with conditional removes and moves."""
+    index = FileIndex({"PATH": tmp_path / "i", "COMMIT_ENTRIES": commit_entries, "COMMIT_SECONDS": 10**9})
+    rng = random.Random(commit_entries)
+    pool = [uuid_member(rng) for _ in range(80)]
+    model: dict[str, str] = {}
+    index.replace("g", [(member, sk(rng.randrange(30))) for member in pool[:40]])
+    model.update(index.range("g", 0, 100))
+    for step in range(400):
+        member = rng.choice(pool)
+        roll = rng.random()
+        if roll < 0.55:
+            model[member] = sk(rng.randrange(30))
+            index.apply([Add("g", member, model[member])])
+        elif roll < 0.8 and member in model:
+            guess = model[member] if rng.random() < 0.5 else sk(rng.randrange(30))
+            if guess == model[member]:
+                del model[member]
+            index.apply([Remove("g", member, guess)])
+        else:
+            model.pop(member, None)
+            index.remove_many("g", [member])
+        if step % 37 == 0:
+            expected = newest_first(model.items())
+            assert index.range("g", 0, 200) == expected
+            assert [index.at("g", rank) for rank in range(len(expected))] == expected
+            assert FileIndex(index.options).range("g", 3, 17) == expected[3:17]  # another process's view
+    expected = newest_first(model.items())
+    assert index.count("g") == len(expected) and index.range("g", 0, 200) == expected
+    for sort_key, member in [(sk(10), None), (sk(10), pool[3]), (sk(0), "")]:
+        assert index.count_newer("g", sort_key, member) == sum(
+            1 for m, s in expected if (s > sort_key if member is None else (s, m) > (sort_key, member)))
+    index.commit("g")
+    assert index.check_integrity("g") == [] and index.range("g", 0, 200) == expected
+
+
+def test_a_torn_final_log_record_is_skipped_and_costs_no_earlier_record(index):
+    index.add_many("g", [("a", sk(1))])
+    index.add_many("g", [("b", sk(2))])
+    index.add_many("g", [("c", sk(3))])
+    (log,) = log_files(index, "g")
+    raw = log.read_bytes()
+    log.write_bytes(raw[:-3])  # the last record cut mid-way, as a crash mid-append leaves it
+    reader = FileIndex(index.options)
+    assert reader.range("g", 0, 10) == [("b", sk(2)), ("a", sk(1))]
+    assert any("torn" in problem for problem in reader.check_integrity("g"))
+    reader.add_many("g", [("d", sk(4))])  # the next write cuts the torn record off first
+    assert FileIndex(index.options).range("g", 0, 10) == [("d", sk(4)), ("b", sk(2)), ("a", sk(1))]
+    assert reader.check_integrity("g") == []
+
+
+def test_a_corrupt_log_record_ends_the_log(index):
+    index.add_many("g", [("a", sk(1))])
+    index.add_many("g", [("b", sk(2))])
+    (log,) = log_files(index, "g")
+    raw = bytearray(log.read_bytes())
+    raw[-1] ^= 0xFF
+    log.write_bytes(bytes(raw))
+    assert FileIndex(index.options).range("g", 0, 10) == [("a", sk(1))]
+
+
+def test_a_log_passing_commit_entries_is_committed_and_dropped(tmp_path):
+    index = FileIndex({"PATH": tmp_path / "i", "COMMIT_ENTRIES": 10, "COMMIT_SECONDS": 10**9})
+    index.add_many("g", [(f"m{n}", sk(n)) for n in range(9)])
+    assert index.pending_changes("g") == 9 and not data_file(index, "g").exists()
+    index.add_many("g", [("m9", sk(9))])
+    assert fmt.decode_header(data_file(index, "g").read_bytes()).generation == 1
+    assert log_files(index, "g") == [] and index.pending_changes("g") == 0
+    assert index.count("g") == 10
+
+
+def test_maintain_commits_logs_older_than_commit_seconds(tmp_path):
+    index = FileIndex({"PATH": tmp_path / "i", "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 0.3})
+    index.add_many("g", [("a", sk(1))])
+    index.add_many("h", [("b", sk(1))])
+    assert index.maintain() == 0
+    time.sleep(0.4)
+    assert index.maintain() == 2
+    assert index.pending_changes("g") == 0 and index.range("g", 0, 5) == [("a", sk(1))]
+    assert FileIndex(index.options).maintain() == 0  # a fresh process looks at every group once
+
+
+def test_groups_are_sharded_into_two_levels_of_folders(index):
+    index.add_many("SKU-1/5", [("a", sk(1))])
+    folder = index.storage.group_dir("SKU-1/5")
+    assert folder.parent.parent.parent == index.storage.root
+    assert len(folder.parent.name) == 2 and len(folder.parent.parent.name) == 2
+    assert (folder / "name").read_text() == "SKU-1/5"
+
+
+def test_commit_index_command(index, settings):
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": index.options}
+    index.add_many("g", [("a", sk(1))])
+    index.add_many("h", [("b", sk(1))])
+    call_command("commit_index", group=["g"], verbosity=0)
+    assert index.pending_changes("g") == 0 and index.pending_changes("h") == 1
+    call_command("commit_index", verbosity=0)
+    assert index.pending_changes("h") == 0 and index.groups() == ["g", "h"]
+
+
+# --- crashes: SIGKILL a committer at each step ------------------------------------------------------
+COMMITTER = """
+import random, sys, uuid
+from pagination_index.backends.base import Add, Remove
+from pagination_index.backends.files import FileIndex
+from tests.pagination_index.test_files_index import crash_batch
+index = FileIndex({"PATH": sys.argv[1], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+index.apply(crash_batch(index))
+index.commit("big")
+"""
+
+
+def crash_batch(index: FileIndex) -> list:
+    """Changes to the big group: new entries, removals of existing ones, moves."""
+    rng = random.Random(5)
+    existing = index.range("big", 0, 2000)
+    ops = [Add("big", uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(300)]
+    ops += [Remove("big", member, sort_key) for member, sort_key in existing[::7]]
+    ops += [Add("big", member, sk(rng.randrange(10**6))) for member, _ in existing[3::11]]
+    return ops
+
+
+def expected_after(entries: list, ops: list) -> list:
+    model = dict(entries)
+    for op in ops:
+        if isinstance(op, Add):
+            model[op.member] = op.sort_key
+        elif model.get(op.member) == op.sort_key:
+            del model[op.member]
+    return newest_first(model.items())
+
+
+@pytest.mark.parametrize("step", ["mid-merge", "written", "published", "before-drop"])
+def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step):
+    rng = random.Random(3)
+    path = tmp_path / "index"
+    index = FileIndex({"PATH": path, "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+    entries = [(uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(100_000)]
+    index.replace("big", entries)
+    batch = crash_batch(index)  # what the committer applies first: the same ops from the same state
+    expected = expected_after(entries, batch)
+    marker = tmp_path / "paused"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PAGINATION_INDEX_FILES_PAUSE_AT=f"{step}:{marker}",
+               DJANGO_SETTINGS_MODULE="tests.settings")
+    committer = subprocess.Popen([sys.executable, "-c", COMMITTER, str(path)], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert committer.poll() is None, "the committer exited before reaching its step"
+            assert time.monotonic() < deadline, f"the committer never reached {step}"
+            time.sleep(0.05)
+        reader = FileIndex(index.options)
+        assert reader.count("big") == len(expected)  # while it is paused there
+        committer.send_signal(signal.SIGKILL)
+        committer.wait()
+    finally:
+        if committer.poll() is None:
+            committer.kill()
+            committer.wait()
+    after = FileIndex(index.options)  # "after a restart"
+    assert after.count("big") == len(expected)
+    for rank in (0, 1, 777, len(expected) // 2, len(expected) - 1):
+        assert after.at("big", rank) == expected[rank], rank
+    assert after.range("big", 0, 3000) == expected[:3000]
+    # Catch-up: the stream replays the batch (its checkpoint had not moved); then commit.
+    after.apply(batch)
+    after.commit("big")
+    assert after.range("big", 0, len(expected) + 1) == expected
+    assert after.check_integrity("big") == []
+    assert sorted(p.name for p in path.glob("*/*/*/*") if p.name not in ("name", "lock")) == ["data"]
+
+
+def test_log_records_decode_what_was_encoded():
+    changes = [(wal.INSERT, 5, 1629896400123456, "ü"), (wal.DELETE, 0, -1, "x")]
+    record = wal.encode_record(changes)
+    parsed, offset, torn = wal.parse_records(record, 0)
+    assert offset == len(record) and not torn
+    assert [(k, p, m) for k, p, m, _ in parsed] == [(wal.INSERT, 5, "ü"), (wal.DELETE, 0, "x")]
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_verify_index_tells_pending_commits_from_drift(comments_table, settings, tmp_path):
+    import io
+
+    from django.core.management import CommandError
+
+    from pagination_index import get_index
+    from tests import factories
+
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex",
+                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}}
+    factories.seed("A", 30, seed=1)
+    call_command("sync_index", once=True, verbosity=0)
+    index = get_index()
+    assert index.pending_changes("A") == 30
+    out = io.StringIO()
+    call_command("verify_index", recheck_seconds=0, verbosity=2, stdout=out)
+    assert "A: table 30, index 30, missing 0, extra 0, misordered 0, pending commit 30" in out.getvalue()
+    assert "pending commit (read already, not drift)" in out.getvalue()
+    index.remove_many("A", [index.at("A", 5)[0]])  # real drift, beside the pending changes
+    with pytest.raises(CommandError):
+        call_command("verify_index", recheck_seconds=0, verbosity=0, stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("commit_index", verbosity=0)
+    with pytest.raises(CommandError):
+        call_command("verify_index", recheck_seconds=0, verbosity=0, stdout=io.StringIO(), stderr=io.StringIO())
