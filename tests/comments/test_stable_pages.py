@@ -155,7 +155,7 @@ def test_heads_titles_and_the_figures_each_page_shows(client, stable_product, st
     landing = client.get(f"/products/{SKU}/").content.decode()
     assert head_links(landing) == {"canonical": f"http://testserver/products/{SKU}/",
                                    "next": f"http://testserver/products/{SKU}/?page=12",
-                                   "stylesheet": "/static/css/shop.css"}
+                                   "stylesheet": "/static/css/shop.css", "icon": "/static/favicon.ico"}
     assert "<title>Stable spoons · Corner Shop</title>" in landing
     assert "The newest 20 of 245" in landing and 'class="rating-stats"' in landing
     assert json_ld(landing)["aggregateRating"]["ratingCount"] == 245
@@ -166,7 +166,7 @@ def test_heads_titles_and_the_figures_each_page_shows(client, stable_product, st
     assert head_links(html) == {"canonical": f"http://testserver/products/{SKU}/?page=12",
                                 "prev": f"http://testserver/products/{SKU}/?page=13",
                                 "next": f"http://testserver/products/{SKU}/?page=11",
-                                "stylesheet": "/static/css/shop.css"}
+                                "stylesheet": "/static/css/shop.css", "icon": "/static/favicon.ico"}
     data = json_ld(html)
     assert "aggregateRating" not in data and len(data["review"]) == 20
     assert data["offers"]["price"] == "9.99"  # still a valid Product
