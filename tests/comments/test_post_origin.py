@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from tests import factories
-from tests.comments.test_posting import _clean_rate_limit, POST_URL, SKU, URL, VALID, stored  # noqa: F401 (autouse)
+from tests.comments.test_posting import POST_URL, SKU, URL, VALID, _clean_rate_limit, stored  # noqa: F401 (autouse)
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ import dataclasses
 import pytest
 
 from comments import services, store
-from comments.windows import fast_windows
 from comments.services import comment_create
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
+from comments.windows import fast_windows
 
 
 def items():

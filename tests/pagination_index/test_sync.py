@@ -15,7 +15,7 @@ from tests.pagination_index.streams import assert_index_equals_table, checkpoint
 @pytest.mark.django_db(databases="__all__")
 def test_inserts_deletes_sk_changes_and_moves_reach_the_index(comments_table, index_backend):
     a = factories.seed("A", 120, seed=1)
-    b = factories.seed("B", 30, seed=2)
+    factories.seed("B", 30, seed=2)
     call_command("sync_index", once=True, verbosity=0)
     assert_index_equals_table("A", "B")
 
