@@ -2,12 +2,12 @@
 come straight from DynamoDB), deeper pages are a 503 with Retry-After, the catalogue shows its counts
 as "—", and service comes back by itself when Redis does. Redis is really unreachable here: a closed
 port, or a redis-server of the test's own that it stops and starts again."""
-import socket
 
 import pytest
 from django.core.management import call_command
 
 from pagination_index import IndexUnavailable, get_index
+from stack.dynamodb_local import free_port
 from tests import factories
 from tests.pages import parse
 
@@ -25,12 +25,6 @@ def down_comments(module_table):
 @pytest.fixture
 def product(down_comments):
     return factories.product(SKU, "Sometimes unreachable")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """Posting comments through the form: the POST view end to end on DynamoDB Local."""
 import re
-import socket
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from comments.store import comment_from_item, parse_sk
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
 from comments.windows import _fast_cache_key
+from stack.dynamodb_local import free_port
 from tests import factories
 
 SKU = "POST-1"
@@ -206,9 +206,7 @@ def test_unicode_round_trips_exactly(client, product):
 
 
 def test_dynamodb_down_is_a_503_that_keeps_the_form(client, product, settings):
-    with socket.socket() as sock:  # a port that was free a moment ago: nothing listens there
-        sock.bind(("127.0.0.1", 0))
-        closed = sock.getsockname()[1]
+    closed = free_port()  # free a moment ago: nothing listens there
     with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=f"http://127.0.0.1:{closed}")):
         response = client.post(POST_URL, {**VALID, "author": "Zoë", "body": "Keep <this> text\nplease"})
     assert response.status_code == 503

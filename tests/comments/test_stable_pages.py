@@ -18,6 +18,7 @@ from comments.store import Comment, parse_sk, put_comments
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
 from shop.models import Product
+from stack.dynamodb_local import free_port
 from tests import factories
 from tests.pages import json_ld, parse
 
@@ -366,11 +367,7 @@ def test_index_down_landing_serves_archive_is_503_unless_the_window_holds_everyt
     """With the index unreachable (Redis on a closed port): the landing page renders from DynamoDB;
     an archive page needs the count, so it is a 503 with Retry-After, unless the product's comments
     all fit the fast window, which then gives the count too."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # free a moment ago: nothing listens there
     settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
                                  "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")}
     factories.product(SKU, "Stable spoons")

@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import json
 import logging
-import socket
 
 import pytest
 
 from shop.logs import JSONFormatter, KeyValueFormatter, RequestIdFilter, current_request_id
+from stack.dynamodb_local import free_port
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -27,12 +27,6 @@ def console(monkeypatch):
     previous = handler.setStream(buffer)
     yield lambda: [json.loads(line) for line in buffer.getvalue().splitlines() if line.startswith("{")]
     handler.setStream(previous)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_lines_of_a_refused_post_carry_its_request_id(client, console):
@@ -55,7 +49,7 @@ def test_an_index_outage_logs_its_503_with_the_request_id(client, comments_table
     factories.seed("LOGS-2", 230, seed=41)  # 12 pages: the last two need the index
     product = factories.product("LOGS-2")
     settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{closed_port()}/1")}
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
     response = client.get(product.get_absolute_url() + "?page=12", HTTP_X_REQUEST_ID="outage-7")
     assert response.status_code == 503 and response["X-Request-ID"] == "outage-7"
     lines = console()

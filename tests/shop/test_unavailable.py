@@ -1,13 +1,13 @@
 """One funnel for "a dependency is down": the index or DynamoDB failing under any view is a 503
 with the one Retry-After setting, JSON under /api/, the 503 page elsewhere; never a 500. The
 failures are real: a closed port for Redis or DynamoDB."""
-import socket
 import time
 
 import pytest
 from django.test import override_settings
 
 from pagination_index.backends.redis import RedisIndex
+from stack.dynamodb_local import free_port
 from tests import factories
 
 SKU = "FUNNEL-1"
@@ -20,16 +20,10 @@ def product(comments_table):
     return factories.product(SKU, "Funnel")
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:  # free a moment ago: nothing listens there
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def index_down(settings):
     settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{closed_port()}/1")}
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
 
 
 def test_index_down_is_json_503_under_the_api_and_the_page_elsewhere(client, product, index_down, settings):
@@ -45,7 +39,7 @@ def test_index_down_is_json_503_under_the_api_and_the_page_elsewhere(client, pro
 
 
 def test_dynamodb_down_is_a_503_naming_the_store(client, product, settings):
-    with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=f"http://127.0.0.1:{closed_port()}")):
+    with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=f"http://127.0.0.1:{free_port()}")):
         page = client.get(product.get_absolute_url())
         api = client.get(f"/api/products/{SKU}/comments")
     assert page.status_code == 503 and page["Retry-After"] == str(settings.RETRY_AFTER_SECONDS)
@@ -65,7 +59,7 @@ class CountingRedisIndex(RedisIndex):
 
 def test_after_an_index_failure_pages_fail_fast_without_calling_it(client, product, settings):
     settings.PAGINATION_INDEX = {"BACKEND": f"{__name__}.CountingRedisIndex", "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{closed_port()}/1")}
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
     settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0.5
     CountingRedisIndex.calls = 0
     assert client.get(product.get_absolute_url() + "?page=12").status_code == 503
