@@ -16,7 +16,7 @@ from comments.paging import CommentPage, CommentPaginator, CommentSlice, RatingS
 from comments.store import Comment
 from comments.table.keys import RATINGS, rating_group
 from comments.union import TOP, Position, Slice, groups_for
-from comments.windows import FastWindow, fast_window_size, fast_windows, recent_counts
+from comments.windows import FastWindow, fast_window_size, fast_windows, recent_counts, recent_newest_sk
 from pagination_index import IndexUnavailable, index
 
 
@@ -79,11 +79,18 @@ def _find(sku: str, groups: list[str], offset: int, count: int, validate,
         everything = [c for comments in lists for c in comments] if complete else None
         return _Found(Slice(top.comments[offset:], top.resume), total, estimate, "fast",
                       top.comments[0].sk if top.comments else None, everything)
-    counts = index.count_many(groups)
+    if len(groups) == 1:
+        # One group: its count only validates the page number, and its newest entry only dates the
+        # page (Last-Modified); both are shared for COMMENTS_FAST_CACHE_SECONDS, as fresh as pages
+        # 1..FAST_PAGES. The comments themselves are looked up afresh (start_after_rank: a page that
+        # shrank away is a 404). A union's search needs the counts of this moment.
+        counts, newest_sk = recent_counts(groups), recent_newest_sk(groups[0])
+    else:
+        counts, newest_sk = index.count_many(groups), _newest_sk(groups)
     total = sum(counts.values())
     validate(total)
     found = union.read(groups, union.position_at(groups, offset, counts), count)
-    return _Found(found, total, False, "index", _newest_sk(groups))
+    return _Found(found, total, False, "index", newest_sk)
 
 
 def _page(sku: str, ratings: Sequence[int], found: _Found, number: int, paginator: CommentPaginator) -> CommentPage:
