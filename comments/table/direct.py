@@ -41,7 +41,7 @@ class DirectReads:
         self.url = meta.endpoint_url.rstrip("/") + "/"
         self.region = meta.region_name
         self._credentials = credentials
-        self._pool = urllib3.connection_from_url(
+        self.pool = urllib3.connection_from_url(
             self.url, maxsize=config.max_pool_connections, block=False, retries=False,
             timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout))
         self.fallbacks = 0  # calls that went through botocore instead (tests and benchmarks read it)
@@ -59,7 +59,7 @@ class DirectReads:
             return self.client
         request = self.signed_request(operation, params)
         try:
-            response = self._pool.urlopen("POST", self.url, body=request.data, headers=dict(request.headers.items()),
+            response = self.pool.urlopen("POST", self.url, body=request.data, headers=dict(request.headers.items()),
                                           redirect=False, preload_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if self.retry_client is None:

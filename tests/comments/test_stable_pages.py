@@ -333,28 +333,21 @@ def test_a_crawler_meets_no_broken_link_no_duplicate_list_and_the_sitemap_s_page
 def test_reads_per_page_landing_one_query_archive_one_lookup_and_one_query(client, stable_product, monkeypatch):
     """The landing page keeps the fast path (the newest 200 from one Query, the counts from the
     index); a deep archive page costs one index count, one index lookup and one Query."""
-    from comments.table.client import dynamodb
+    from comments.table.client import dynamodb_reads
     from pagination_index import get_index
 
     calls = []
-    backend = get_index()
-    for name in ("at", "range", "count", "count_many", "count_newer", "count_newer_many"):
-        original = getattr(backend, name)
-        monkeypatch.setattr(backend, name, lambda *a, _name=name, _original=original, **k: (
-            calls.append(_name), _original(*a, **k))[1])
+    backend, reads = get_index(), dynamodb_reads()
+    for target, name, label in [(backend, name, name) for name in (
+            "at", "range", "count", "count_many", "count_newer", "count_newer_many")] + [(reads, "query", "Query")]:
+        original = getattr(target, name)
+        monkeypatch.setattr(target, name, lambda *a, _label=label, _original=original, **k: (
+            calls.append(_label), _original(*a, **k))[1])
 
-    def on_query(**kwargs):
-        calls.append("Query")
-
-    events = dynamodb().meta.events
-    events.register("before-call.dynamodb.Query", on_query)
-    try:
-        assert client.get(f"/products/{SKU}/").status_code == 200
-        landing, calls[:] = list(calls), []
-        assert client.get(f"/products/{SKU}/?page=5").status_code == 200
-        archive = list(calls)
-    finally:
-        events.unregister("before-call.dynamodb.Query", on_query)
+    assert client.get(f"/products/{SKU}/").status_code == 200
+    landing, calls[:] = list(calls), []
+    assert client.get(f"/products/{SKU}/?page=5").status_code == 200
+    archive = list(calls)
     assert landing.count("Query") == 1 and not {"at", "range"} & set(landing)
     # The lookup is the boundary's entry with its neighbours (one range() of 3: ties), as for a
     # deep newest-first page; page 5 (newest-first ranks 145..164) has no tie at its edges.
