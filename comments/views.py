@@ -231,6 +231,10 @@ def comment_post(request, sku):
             request, product, form, status=503, heading="We couldn't save your comment",
             notice="Our comment store is not answering right now. Your comment is kept below, "
                    "unchanged: please post it again in a minute."))
-    remember_posted(request, comment)
+    try:
+        remember_posted(request, comment)
+    except (OperationalError, InterfaceError):  # the session unreadable: the comment is stored all the same
+        logger.warning("session unavailable after posting comment %s on %s; not pinned", comment.pk, sku,
+                       exc_info=True)
     messages.success(request, POSTED_MESSAGE)
     return HttpResponseSeeOther(product.get_absolute_url())
