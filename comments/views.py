@@ -85,7 +85,8 @@ def product_detail(request, sku):
     digest = caching.page_digest(request, product, page)
     etag = caching.page_etag(digest)
     last_modified = caching.product_last_modified(product, page.newest_sk)
-    max_age = settings.COMMENTS_ARCHIVE_MAX_AGE if archive else settings.COMMENTS_PAGE_MAX_AGE
+    # An archive page looked up while posts kept arriving may be off by one: the short max-age then.
+    max_age = settings.COMMENTS_ARCHIVE_MAX_AGE if archive and page.settled else settings.COMMENTS_PAGE_MAX_AGE
     if not personal:
         response = caching.unchanged_response(request, etag=etag, last_modified=last_modified)
         if response is not None:  # 304 (or 412), without rendering
