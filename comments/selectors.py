@@ -226,29 +226,53 @@ def _archive_count(sku: str) -> tuple[int, FastWindow | None]:
     return count, None
 
 
+# Attempts at an archive page's count and boundary lookup from one state of the index (see below).
+ARCHIVE_READ_ATTEMPTS = 3
+
+
 def product_archive_page(*, sku: str, number: int) -> CommentPage:
     """Archive page `number` (counted from the oldest) of a product's comments, newest first within
     the page. Raises ArchiveOnLandingPage when its comments are all on the landing page, EmptyPage
     (-> 404) past that, IndexUnavailable (-> 503) when the index is needed and down.
 
-    Costs one index count and, for products beyond the fast window, one index lookup plus one Query
-    from the page's boundary (comments older than the boundary: a lagging index still finds it)."""
+    Costs one index count and, for products beyond the fast window, one index lookup, a second count
+    and one Query from the page's boundary (comments older than the boundary: a lagging index still
+    finds it).
+
+    The index counts ranks from the newest, so the page's boundary rank comes from the count: a
+    comment indexed between the count and the lookup would shift the page by one. The count is read
+    again after the lookup; when it moved, both are read again (ARCHIVE_READ_ATTEMPTS in all). A page
+    whose count never held still is served, marked `settled=False`: the view gives it the landing
+    page's short max-age, not the archive's day. (An insert and a delete both between the two counts
+    would go unseen: the delete alone already changes archive pages in place.)"""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
     count, window = _archive_count(sku)
-    if number * per_page >= count:
-        if number <= count // per_page + 1:
-            raise ArchiveOnLandingPage(f"Archive page {number} is on the landing page.")
-        raise EmptyPage("That page contains no results")
-    offset = count - number * per_page  # newest-first rank of the page's newest comment
-    if window is not None:
-        comments, served_by = window.comments[offset:offset + per_page], "fast"
-    else:
-        comments = union.read([sku], union.position_at([sku], offset), per_page).comments
+    settled = True
+    for attempt in range(1, ARCHIVE_READ_ATTEMPTS + 1):
+        if number * per_page >= count:
+            if number <= count // per_page + 1:
+                raise ArchiveOnLandingPage(f"Archive page {number} is on the landing page.")
+            raise EmptyPage("That page contains no results")
+        offset = count - number * per_page  # newest-first rank of the page's newest comment
+        if window is not None:  # count and comments from one read
+            comments, served_by = window.comments[offset:offset + per_page], "fast"
+            break
+        position = union.position_at([sku], offset)
+        try:
+            again = index.count(sku)
+        except IndexUnavailable:  # the lookup is done; unconfirmed, it is served briefly
+            again = None
+        settled = again == count
+        if not settled and again is not None and attempt < ARCHIVE_READ_ATTEMPTS:
+            count = again  # posts arrived (or went) meanwhile: look the boundary up again at the new count
+            continue
+        comments = union.read([sku], position, per_page).comments
         served_by = "index"
+        break
     return CommentPage(comments, number, CommentPaginator(count, per_page), served_by=served_by,
-                       newest_sk=comments[0].sk if comments else None, archive=True)
+                       newest_sk=comments[0].sk if comments else None, archive=True, settled=settled)
 
 
 def archive_page_lastmods(sku: str, count: int, first: int, last: int) -> dict[int, str]:
