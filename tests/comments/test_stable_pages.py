@@ -332,7 +332,7 @@ def test_a_crawler_meets_no_broken_link_no_duplicate_list_and_the_sitemap_s_page
 @ONE_BACKEND
 def test_reads_per_page_landing_one_query_archive_one_lookup_and_one_query(client, stable_product, monkeypatch):
     """The landing page keeps the fast path (the newest 200 from one Query, the counts from the
-    index); a deep archive page costs one index count, one index lookup and one Query."""
+    index); a deep archive page costs one index lookup between two counts, and one Query."""
     from comments.table.client import dynamodb_reads
     from pagination_index import get_index
 
