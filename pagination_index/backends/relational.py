@@ -378,17 +378,24 @@ class RelationalIndex(PlainRelationalIndex):
 
     # The changes a data statement made, as rows `changed` (g: group, s: sort key, m: member,
     # delta: +1 or -1), counted into the blocks of every level of the groups listed in the JSON
-    # `counting` (g, i: id, l: levels): one probe of the blocks index a change and level, one
-    # UPDATE a block. Returned: 'g' rows (group, changes, net change), 'b' rows (group id, floor of
-    # a level 0 block now out of its bounds) and 'c' rows (keys not inserted: already there).
+    # `counting` (g, i: id, l: levels): one probe of the blocks index a change for its level 0
+    # block, then one a level 0 block touched (not a change) for each level above (each block lies
+    # inside one block of the level above, so the one holding its floor holds all its keys); one
+    # UPDATE a block. Returned: 'g' rows (group, changes, net change), 'b' rows (group id, floor
+    # of a level 0 block now out of its bounds) and 'c' rows (keys not inserted: already there).
     COUNTED = (
         " tree AS (SELECT * FROM json_to_recordset(%s::json) AS t(g text, i bigint, l int)),"
-        " counted AS (UPDATE {blocks} AS b SET count = b.count + d.delta FROM ("
-        "  SELECT (SELECT f.id FROM {blocks} f WHERE f.group_id = t.i AND f.level = l.level"
+        " zero AS (SELECT z.id, z.floor_sort_key AS s, z.floor_member AS m, t.i, t.l, SUM(c.delta)::int AS delta"
+        "  FROM changed c JOIN tree t ON t.g = c.g CROSS JOIN LATERAL"
+        "  (SELECT f.id, f.floor_sort_key, f.floor_member FROM {blocks} f WHERE f.group_id = t.i AND f.level = 0"
         "   AND (f.floor_sort_key, f.floor_member) <= (c.s, c.m)"
-        "   ORDER BY f.floor_sort_key DESC, f.floor_member DESC LIMIT 1) AS id, SUM(c.delta) AS delta"
-        "  FROM changed c JOIN tree t ON t.g = c.g CROSS JOIN unnest(%s::int[]) AS l(level)"
-        "  WHERE l.level < t.l GROUP BY 1) AS d"
+        "   ORDER BY f.floor_sort_key DESC, f.floor_member DESC LIMIT 1) AS z"
+        "  GROUP BY z.id, z.floor_sort_key, z.floor_member, t.i, t.l),"
+        " counted AS (UPDATE {blocks} AS b SET count = b.count + d.delta FROM ("
+        "  SELECT id, delta FROM zero UNION ALL SELECT (SELECT f.id FROM {blocks} f"
+        "   WHERE f.group_id = z.i AND f.level = l.level AND (f.floor_sort_key, f.floor_member) <= (z.s, z.m)"
+        "   ORDER BY f.floor_sort_key DESC, f.floor_member DESC LIMIT 1), SUM(z.delta)"
+        "  FROM zero z CROSS JOIN unnest(%s::int[]) AS l(level) WHERE l.level < z.l GROUP BY 1) AS d"
         " WHERE b.id = d.id AND d.delta <> 0"
         " RETURNING b.group_id, b.level, b.floor_sort_key, b.floor_member, b.count)"
         " SELECT 'g', g, NULL, NULL, COUNT(*), SUM(delta) FROM changed GROUP BY g"
@@ -408,7 +415,7 @@ class RelationalIndex(PlainRelationalIndex):
                 (sql + self.COUNTED + tail).format(
                     entries=quote(IndexEntry._meta.db_table), group=quote("group"),
                     blocks=quote(IndexBlock._meta.db_table)),
-                [*params, json.dumps(counting), list(range(levels)), self.block_size, self.block_size],
+                [*params, json.dumps(counting), list(range(1, levels)), self.block_size, self.block_size],
             )
             rows = cursor.fetchall()
         conflicts = []
