@@ -342,8 +342,13 @@ class RelationalIndex(PlainRelationalIndex):
         level 0 blocks that left their bounds: no key travels back to Python. Re-adds of a member
         already there (a replay, or a new sort key) take two more statements, for those keys only."""
         states = self._lock_groups(sorted(set(adds) | set(removes)))
+        # Groups with blocks are counted into, unless the write would be bulk were its adds all new
+        # members: those are rebuilt whatever it comes to (counting them in first would be wasted).
+        bulk = {group for group, (_, count, _) in states.items()
+                if self._rebuilds(len(adds.get(group, ())) + len(removes.get(group, ())),
+                                  count + len(adds.get(group, ())))}
         counting = [{"g": group, "i": group_id, "l": levels}
-                    for group, (group_id, _, levels) in states.items() if levels]
+                    for group, (group_id, _, levels) in states.items() if levels and group not in bulk]
         written = _Written()
         if removes:
             anyway, conditional = [], []
@@ -364,7 +369,7 @@ class RelationalIndex(PlainRelationalIndex):
             group_id, count, levels = states[group]
             count += written.delta[group]
             tree = self._tree(group, group_id, levels)
-            if levels and not self._rebuilds(changes, count):
+            if levels and group not in bulk and not self._rebuilds(changes, count):
                 tree.settle(written.misfits.get(group_id, set()))
             else:  # first write, a group filled before the blocks existed, or a bulk write
                 tree.build(count)
