@@ -440,28 +440,3 @@ def json_rows(columns: tuple[str, ...], rows) -> str:
     the client, and psycopg quotes an array parameter element by element in Python
     (docs/benchmarks-relational-writes.md); json.dumps is C, and so is the server's JSON parser."""
     return json.dumps([dict(zip(columns, row)) for row in rows])
-
-
-def count_changes_across(connection, changes: list[tuple[int, int, Key, int]]) -> list[tuple[int, int, Key, int]]:
-    """PostgreSQL: count the changes of many groups, (group id, level, key, delta) for every level
-    of the key's group, into their blocks in one statement; return (group id, level, floor, new
-    count) of each block changed. (The levels are listed here rather than joined from
-    generate_series(): the planner guesses 1,000 rows for that, and costs the statement high enough
-    to JIT-compile it, which takes longer than running it.)"""
-    blocks = connection.ops.quote_name(IndexBlock._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {blocks} SET count = {blocks}.count + changed.delta FROM ("
-            f" SELECT (SELECT b.id FROM {blocks} b WHERE b.group_id = k.group_id AND b.level = k.level"
-            f" AND (b.floor_sort_key, b.floor_member) <= (k.sort_key, k.member)"
-            f" ORDER BY b.floor_sort_key DESC, b.floor_member DESC LIMIT 1) AS block_id, SUM(k.delta) AS delta"
-            f" FROM json_to_recordset(%s::json) AS k(group_id bigint, level int, sort_key text, member text, delta int)"
-            f" GROUP BY 1) AS changed"
-            f" WHERE {blocks}.id = changed.block_id AND changed.delta <> 0"
-            f" RETURNING {blocks}.group_id, {blocks}.level, {blocks}.floor_sort_key, {blocks}.floor_member,"
-            f" {blocks}.count",
-            [json_rows(("group_id", "level", "sort_key", "member", "delta"),
-                       ((group_id, level, *key, delta) for group_id, level, key, delta in changes))],
-        )
-        return [(group_id, level, (sort_key, member), count)
-                for group_id, level, sort_key, member, count in cursor.fetchall()]

@@ -7,6 +7,7 @@ OFFSET, which walks `rank` index entries, linear in depth.
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from contextlib import nullcontext
 from typing import Iterable, NamedTuple, Sequence
@@ -16,7 +17,7 @@ from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
 from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked
-from pagination_index.backends.blocks import MIN, BlockTree, Key, count_changes_across, json_rows
+from pagination_index.backends.blocks import MIN, BlockTree, Key, json_rows
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
 Change = tuple[Key, int]  # ((sort_key, member), +1 added or -1 removed)
@@ -277,6 +278,16 @@ class PlainRelationalIndex(NetWriteIndex):
         return list(IndexGroup.objects.using(self.using).filter(count__gt=0).order_by("name").values_list("name", flat=True))
 
 
+class _Written:
+    """What a batch's data statements did: changes and net change per group name, and the floors
+    of the level 0 blocks that left their bounds, per group id."""
+
+    def __init__(self):
+        self.changes: dict[str, int] = defaultdict(int)
+        self.delta: dict[str, int] = defaultdict(int)
+        self.misfits: dict[int, set[Key]] = defaultdict(set)
+
+
 class GroupState(NamedTuple):
     id: int
     count: int
@@ -324,35 +335,136 @@ class RelationalIndex(PlainRelationalIndex):
             raise IndexUnavailable(f"relational index: {exc}") from exc
 
     def _apply_across(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
-        """PostgreSQL: a batch's writes to all its groups in a fixed number of statements (lock
-        the groups, delete, upsert, count the changes into the blocks, update the groups), plus
-        the splits and merges of the few blocks that left their bounds."""
+        """PostgreSQL: a batch's writes to all its groups in a fixed number of statements: lock the
+        groups, delete the removed entries, insert the added ones, update the groups. Each data
+        statement also counts the changes it made into the blocks, at every level, inside the
+        server (a data-modifying WITH), and returns only each group's number of changes and the
+        level 0 blocks that left their bounds: no key travels back to Python. Re-adds of a member
+        already there (a replay, or a new sort key) take two more statements, for those keys only."""
         states = self._lock_groups(sorted(set(adds) | set(removes)))
-        by_group: dict[str, list[Change]] = defaultdict(list)
-        for group, key, delta in self._delete_across(removes) + self._upsert_across(adds):
-            by_group[group].append((key, delta))
-        counted, trees, rows = [], {}, []
-        for group, changes in by_group.items():
+        # Groups with blocks are counted into, unless the write would be bulk were its adds all new
+        # members: those are rebuilt whatever it comes to (counting them in first would be wasted).
+        bulk = {group for group, (_, count, _) in states.items()
+                if self._rebuilds(len(adds.get(group, ())) + len(removes.get(group, ())),
+                                  count + len(adds.get(group, ())))}
+        counting = [{"g": group, "i": group_id, "l": levels}
+                    for group, (group_id, _, levels) in states.items() if levels and group not in bulk]
+        written = _Written()
+        if removes:
+            anyway, conditional = [], []
+            for group, removals in removes.items():
+                members, pairs = _split_removals(removals)
+                anyway += [(group, member, None) for member in members]
+                conditional += [(group, member, sort_key) for member, sort_key in pairs]
+            self._delete_counted(anyway, conditional, [], counting, written)
+        rows = [(group, member, sort_key)
+                for group, entries in adds.items() for member, sort_key in dict(entries).items()]  # last one wins
+        if rows:
+            conflicts = self._insert_counted(json_rows(("g", "m", "s"), rows), counting, written)
+            if conflicts:  # members already there: replaced where their sort key differs
+                if self._delete_counted([], [], conflicts, counting, written):
+                    self._insert_counted(json_rows(("g", "m", "s"), conflicts), counting, written)
+        updates = []
+        for group, changes in written.changes.items():
             group_id, count, levels = states[group]
-            count += sum(delta for _, delta in changes)
-            tree = trees[group_id] = self._tree(group, group_id, levels)
-            if levels and not self._rebuilds(len(changes), count):
-                counted += [(group_id, level, key, delta) for key, delta in changes for level in range(levels)]
+            count += written.delta[group]
+            tree = self._tree(group, group_id, levels)
+            if levels and group not in bulk and not self._rebuilds(changes, count):
+                tree.settle(written.misfits.get(group_id, set()))
             else:  # first write, a group filled before the blocks existed, or a bulk write
                 tree.build(count)
-            rows.append((group_id, count))
-        touched = defaultdict(list)
-        for group_id, level, floor, count in count_changes_across(connections[self.using], counted) if counted else []:
-            touched[group_id].append((level, floor, count))
-        for group_id, blocks in touched.items():
-            trees[group_id].settle(trees[group_id].misfits(blocks))
-        if rows:
+            updates.append((group_id, count, tree.levels))
+        if updates:
             self._groups_sql(
                 "UPDATE {groups} AS g SET count = v.count, levels = v.levels, version = g.version + 1"
                 " FROM unnest(%s::bigint[], %s::bigint[], %s::int[]) AS v(id, count, levels) WHERE g.id = v.id",
-                [[group_id for group_id, _ in rows], [count for _, count in rows],
-                 [trees[group_id].levels for group_id, _ in rows]],
+                [list(column) for column in zip(*updates)],
             )
+
+    # The changes a data statement made, as rows `changed` (g: group, s: sort key, m: member,
+    # delta: +1 or -1), counted into the blocks of every level of the groups listed in the JSON
+    # `counting` (g, i: id, l: levels): one probe of the blocks index a change for its level 0
+    # block, then one a level 0 block touched (not a change) for each level above (each block lies
+    # inside one block of the level above, so the one holding its floor holds all its keys); one
+    # UPDATE a block. Returned: 'g' rows (group, changes, net change), 'b' rows (group id, floor
+    # of a level 0 block now out of its bounds) and 'c' rows (keys not inserted: already there).
+    COUNTED = (
+        " tree AS (SELECT * FROM json_to_recordset(%s::json) AS t(g text, i bigint, l int)),"
+        " zero AS (SELECT z.id, z.floor_sort_key AS s, z.floor_member AS m, t.i, t.l, SUM(c.delta)::int AS delta"
+        "  FROM changed c JOIN tree t ON t.g = c.g CROSS JOIN LATERAL"
+        "  (SELECT f.id, f.floor_sort_key, f.floor_member FROM {blocks} f WHERE f.group_id = t.i AND f.level = 0"
+        "   AND (f.floor_sort_key, f.floor_member) <= (c.s, c.m)"
+        "   ORDER BY f.floor_sort_key DESC, f.floor_member DESC LIMIT 1) AS z"
+        "  GROUP BY z.id, z.floor_sort_key, z.floor_member, t.i, t.l),"
+        " counted AS (UPDATE {blocks} AS b SET count = b.count + d.delta FROM ("
+        "  SELECT id, delta FROM zero UNION ALL SELECT (SELECT f.id FROM {blocks} f"
+        "   WHERE f.group_id = z.i AND f.level = l.level AND (f.floor_sort_key, f.floor_member) <= (z.s, z.m)"
+        "   ORDER BY f.floor_sort_key DESC, f.floor_member DESC LIMIT 1), SUM(z.delta)"
+        "  FROM zero z CROSS JOIN unnest(%s::int[]) AS l(level) WHERE l.level < z.l GROUP BY 1) AS d"
+        " WHERE b.id = d.id AND d.delta <> 0"
+        " RETURNING b.group_id, b.level, b.floor_sort_key, b.floor_member, b.count)"
+        " SELECT 'g', g, NULL, NULL, COUNT(*), SUM(delta) FROM changed GROUP BY g"
+        " UNION ALL SELECT 'b', group_id::text, floor_sort_key::text, floor_member::text, NULL, NULL FROM counted"
+        " WHERE level = 0 AND (2 * count < %s OR count > 2 * %s)"
+    )
+
+    def _counted_sql(self, sql: str, params: list, counting: list[dict], written: _Written,
+                     tail: str = "") -> list[tuple[str, str, str]]:
+        """Run a data statement `sql` (WITH ... changed AS (...),), then COUNTED and `tail`; note
+        its changes and misfits in `written`; return its 'c' rows as (group, member, sort key)."""
+        connection = connections[self.using]
+        quote = connection.ops.quote_name
+        levels = max((group["l"] for group in counting), default=0)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                (sql + self.COUNTED + tail).format(
+                    entries=quote(IndexEntry._meta.db_table), group=quote("group"),
+                    blocks=quote(IndexBlock._meta.db_table)),
+                [*params, json.dumps(counting), list(range(1, levels)), self.block_size, self.block_size],
+            )
+            rows = cursor.fetchall()
+        conflicts = []
+        for kind, group, a, b, changes, delta in rows:
+            if kind == "g":
+                written.changes[group] += changes
+                written.delta[group] += delta
+            elif kind == "b":
+                written.misfits[int(group)].add((a, b))
+            else:
+                conflicts.append((group, a, b))
+        return conflicts
+
+    def _insert_counted(self, keys: str, counting: list[dict], written: _Written) -> list[tuple[str, str, str]]:
+        """Insert the JSON `keys` (g, m, s) not there yet; return those already there."""
+        return self._counted_sql(
+            "WITH keys AS (SELECT * FROM json_to_recordset(%s::json) AS k(g text, m text, s text)),"
+            " ins AS (INSERT INTO {entries} ({group}, member, sort_key) SELECT g, m, s FROM keys"
+            "  ON CONFLICT ({group}, member) DO NOTHING RETURNING {group}, sort_key, member),"
+            " changed AS (SELECT {group} AS g, sort_key AS s, member AS m, 1 AS delta FROM ins),",
+            [keys], counting, written,
+            tail=" UNION ALL SELECT 'c', k.g, k.m, k.s, NULL, NULL FROM keys k"
+            " WHERE NOT EXISTS (SELECT FROM ins WHERE ins.{group} = k.g AND ins.member = k.m)",
+        )
+
+    def _delete_counted(self, anyway: list[tuple], conditional: list[tuple], moved: list[tuple],
+                        counting: list[dict], written: _Written) -> int:
+        """Delete the entries of (group, member, sort key) keys: `anyway` whatever their sort key,
+        `conditional` only while they have it, `moved` only while they have another one. Each key
+        is looked up on its own (LATERAL ... LIMIT 1, one probe of the (group, member) index) and
+        the rows deleted by ctid: a plain join is planned from the table's statistics, and with
+        stale ones (a group just loaded) PostgreSQL hashes the table. Returns how many went."""
+        keys = [(*key, "a") for key in anyway] + [(*key, "c") for key in conditional] + [(*key, "m") for key in moved]
+        before = sum(written.changes.values())
+        self._counted_sql(
+            "WITH gone AS (DELETE FROM {entries} WHERE ctid = ANY(ARRAY(SELECT found.ctid"
+            "  FROM json_to_recordset(%s::json) AS r(g text, m text, s text, h text) CROSS JOIN LATERAL"
+            "  (SELECT ctid FROM {entries} WHERE {group} = r.g AND member = r.m AND (r.h = 'a'"
+            "   OR (r.h = 'c' AND sort_key = r.s) OR (r.h = 'm' AND sort_key <> r.s)) LIMIT 1) AS found))"
+            "  RETURNING {group}, sort_key, member),"
+            " changed AS (SELECT {group} AS g, sort_key AS s, member AS m, -1 AS delta FROM gone),",
+            [json_rows(("g", "m", "s", "h"), keys)], counting, written,
+        )
+        return sum(written.changes.values()) - before
 
     def _lock_groups(self, groups: list[str]) -> dict[str, tuple[int, int, int]]:
         """Create the groups' rows if needed and lock them, in name order (code points, as the one

@@ -72,6 +72,17 @@ class TestRelationalIndexOnPostgreSQL(RelationalContract):
             cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'pagination_index_entry_member'")
             assert cursor.fetchone()[0].endswith('("group", member) INCLUDE (sort_key)')
 
+    def test_block_floors_are_bytewise_like_the_keys_they_are_compared_with(self, index):
+        """A block is found by comparing its floor with an entry's key: in one collation, so the
+        blocks' index serves the comparison and orders floors as the entries are ordered."""
+        with connections[index.database_alias].cursor() as cursor:
+            cursor.execute(
+                "SELECT attname, collname FROM pg_attribute JOIN pg_collation ON attcollation = pg_collation.oid "
+                "WHERE attrelid = 'pagination_index_indexblock'::regclass"
+                " AND attname IN ('floor_sort_key', 'floor_member')"
+            )
+            assert dict(cursor.fetchall()) == {"floor_sort_key": "C", "floor_member": "C"}
+
 
 class RedisContract(IndexContract):
     """The Redis backend's extras, on one Redis and on a cluster alike (`index.client` is either)."""

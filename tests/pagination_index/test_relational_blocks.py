@@ -184,6 +184,36 @@ def test_one_batch_of_many_groups_on_postgresql(postgres_database):
         assert_blocks_sound(index, group)
 
 
+@pytest.mark.django_db(databases="__all__")
+def test_replayed_and_moved_adds_on_postgresql(postgres_database):
+    """Adds of members already there (a stream replay: same sort key; an edit: a new one) beside new
+    ones, and a member removed and added back in one batch: only real changes are counted, a batch
+    of replays alone leaves the group as it was (count, blocks and version)."""
+    index = RelationalIndex(dict(TINY, DATABASE=postgres_database))
+    model = {group: dict(entries(60)) for group in ("a", "b")}
+    index.apply([Add(group, member, sort_key) for group in model for member, sort_key in entries(60)])
+    version = IndexGroup.objects.using(postgres_database).get(name="a").version
+    written = blocks_of(index, "a")
+    index.apply([Add("a", member, sort_key) for member, sort_key in entries(60)[::3]])  # replays only
+    assert IndexGroup.objects.using(postgres_database).get(name="a").version == version
+    assert blocks_of(index, "a") == written
+    adds = {group: [] for group in model}
+    for group in model:
+        adds[group] += entries(60)[::2]  # replays
+        adds[group] += [(member, sk(900 + i)) for i, (member, _) in enumerate(entries(60)[1::4])]  # moved up
+        adds[group] += entries(20, prefix="n")  # new
+        for member, sort_key in adds[group]:
+            model[group][member] = sort_key
+    # m00001: removed and added back with a new key; m00003: removed (it has that key); m00005: a
+    # conditional remove of a key it does not have, and moved by the adds.
+    index.apply_net(adds, {"a": [("m00001", None), ("m00003", sk(3))], "b": [("m00005", sk(1))]})
+    model["a"].pop("m00003")
+    for group in model:
+        assert index.range(group, 0, 200) == newest_first(model[group].items())
+        assert index.count(group) == len(model[group])
+        assert_blocks_sound(index, group)
+
+
 # --- a stateful property test against a sorted list -----------------------------------------------
 MEMBERS = st.sampled_from([f"m{i:02d}" for i in range(40)])
 SORT_KEYS = st.integers(0, 12).map(sk)  # few distinct sort keys: many ties, broken by member
