@@ -29,7 +29,7 @@ def template_fingerprint() -> str:
     """A digest of the project's templates, so that a deploy that changes the markup changes every
     ETag. Read once per process (runserver restarts when a template changes)."""
     digest = hashlib.sha256()
-    for folder in settings.TEMPLATES[0]["DIRS"]:
+    for folder in [folder for engine in settings.TEMPLATES for folder in engine.get("DIRS", [])]:
         for path in sorted(Path(folder).rglob("*")):
             if path.is_file():
                 digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
@@ -88,8 +88,9 @@ def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpRespon
     key = f"comments:html:{digest}"
     html = cache.get(key)
     if html is None:
-        html = render().content
-        cache.set(key, html, seconds)
+        response = render()
+        cache.set(key, response.content, seconds)
+        return response
     return HttpResponse(html)
 
 

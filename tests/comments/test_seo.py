@@ -94,7 +94,7 @@ def test_cursor_pages_are_their_own_canonical(client, seo_products, query):
     if query:  # filtered pages link their "Load more" cursor
         url = MORE.search(first.content.decode()).group(1).replace("&amp;", "&")
     else:  # unfiltered pages link none: make the one such a link would carry
-        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context["page_obj"].resume)})
+        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context_data["page_obj"].resume)})
     response = client.get(url)
     assert response.status_code == 200
     html = response.content.decode()

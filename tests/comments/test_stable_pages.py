@@ -130,7 +130,7 @@ def test_every_archive_page_holds_its_slice_from_the_oldest(client, stable_produ
     for number in range(1, 13):
         response = client.get(f"/products/{SKU}/?page={number}")
         assert response.status_code == 200, number
-        assert response.context["page_obj"].served_by == "index"  # 245 comments: beyond the fast window
+        assert response.context_data["page_obj"].served_by == "index"  # 245 comments: beyond the fast window
         assert pks(parse(response.content.decode())) == [c.pk for c in archive_slice(stable_comments, number)]
 
 
@@ -201,7 +201,7 @@ def test_a_page_equal_to_the_landing_list_redirects(client, stable, module_table
     assert client.get(product.get_absolute_url() + "?page=3").status_code == 302  # the next to fill
     assert client.get(product.get_absolute_url() + "?page=4").status_code == 404
     page1 = client.get(product.get_absolute_url() + "?page=1")
-    assert page1.status_code == 200 and page1.context["page_obj"].served_by == "fast"  # all in one window
+    assert page1.status_code == 200 and page1.context_data["page_obj"].served_by == "fast"  # all in one window
     assert head_links(client.get(product.get_absolute_url()).content.decode())["next"].endswith("?page=1")
 
 
