@@ -86,15 +86,18 @@ CLIENT_METHODS = ("query", "get_item")
 @contextmanager
 def instrumented(timers: Timers):
     """Timers on the current index backend's and DynamoDB client's instances (this process only)."""
-    from comments.table.client import dynamodb
+    from comments.table.client import dynamodb, dynamodb_reads
     from pagination_index import get_index
 
-    index, client = get_index(), dynamodb()
-    originals = [(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
+    index, client, reads = get_index(), dynamodb(), dynamodb_reads()
+    originals = ([(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
+                 + [(reads, "query"), (reads.pool, "urlopen")])
     for target, name in originals:
-        setattr(target, name, timers.wrap("dynamodb" if target is client else "index", getattr(target, name)))
-    # The wire time of every attempt, through botocore's event hooks: from just before the request is
-    # sent to just before its response (read in full) is parsed.
+        label = {index: "index", reads.pool: "wire"}.get(target, "dynamodb")
+        setattr(target, name, timers.wrap(label, getattr(target, name)))
+    # The wire time of every attempt: the page path's direct Query's round trip (reads.pool.urlopen,
+    # above), and botocore's calls' through its event hooks, from just before the request is sent to
+    # just before its response (read in full) is parsed.
     sent = []
 
     def before_send(**kwargs):

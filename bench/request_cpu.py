@@ -28,7 +28,7 @@ WARM = 50
 def timed(spent: dict[str, float]):
     """Thread CPU seconds inside the template render, the DynamoDB client and the index backend."""
     import comments.views as views
-    from comments.table.client import dynamodb
+    from comments.table.client import dynamodb, dynamodb_reads
     from pagination_index import get_index
 
     def wrap(function, label):
@@ -43,7 +43,7 @@ def timed(spent: dict[str, float]):
     client, index = dynamodb(), get_index()
     render = views.render
     views.render = wrap(render, "render")
-    patched = [(client, name, "dynamodb") for name in ("query", "get_item")]
+    patched = [(client, name, "dynamodb") for name in ("query", "get_item")] + [(dynamodb_reads(), "query", "dynamodb")]
     patched += [(index, name, "index") for name in ("at", "range", "count", "count_many", "count_newer_many")]
     for target, name, label in patched:
         setattr(target, name, wrap(getattr(target, name), label))
@@ -58,14 +58,19 @@ def timed(spent: dict[str, float]):
 def measure(paths: list[str], requests: int) -> dict:
     serve = page_server(paths, seed=1)
     spent: dict[str, float] = defaultdict(float)
+    from comments.table.client import dynamodb_reads
+
     with timed(spent):
         serve(WARM)
         spent.clear()
+        fallbacks = dynamodb_reads().fallbacks
         started, wall = time.thread_time(), time.perf_counter()
         serve(requests)
         total, wall = time.thread_time() - started, time.perf_counter() - wall
+        fallbacks = dynamodb_reads().fallbacks - fallbacks  # Queries botocore had to answer: 0 expected
     parts = {label: spent[label] * 1000 / requests for label in ("render", "dynamodb", "index")}
     return {"requests": requests, "cpu_ms": total * 1000 / requests, "wall_ms": wall * 1000 / requests,
+            "query_fallbacks": fallbacks,
             **{f"{label}_cpu_ms": value for label, value in parts.items()},
             "rest_cpu_ms": total * 1000 / requests - sum(parts.values())}
 

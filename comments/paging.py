@@ -68,11 +68,14 @@ class CommentPage(Page):
 
     def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
                  resume: Position | None = None, newest_sk: str | None = None, ratings: RatingSummary | None = None,
-                 rating_stats: RatingStats | None = None, archive: bool = False):
+                 rating_stats: RatingStats | None = None, archive: bool = False, settled: bool = True):
         super().__init__(object_list, number, paginator)
         # A stable archive page (COMMENTS_PAGE_NUMBERING=stable): numbered from the oldest comment, and
         # showing nothing that a new comment changes (no total, no rating figures).
         self.archive = archive
+        # False: the index's count moved on every attempt while the page was looked up, so the page may
+        # be shifted by a comment: not cached for an archive page's long max-age.
+        self.settled = settled
         self.served_by = served_by
         self.count_is_estimate = count_is_estimate
         self.resume = resume

@@ -16,7 +16,7 @@ from comments.paging import CommentPage, CommentPaginator, CommentSlice, RatingS
 from comments.store import Comment
 from comments.table.keys import RATINGS, rating_group
 from comments.union import TOP, Position, Slice, groups_for
-from comments.windows import FastWindow, fast_window_size, fast_windows, recent_counts
+from comments.windows import FastWindow, fast_window_size, fast_windows, recent_counts, recent_newest_sk
 from pagination_index import IndexUnavailable, index
 
 
@@ -79,11 +79,18 @@ def _find(sku: str, groups: list[str], offset: int, count: int, validate,
         everything = [c for comments in lists for c in comments] if complete else None
         return _Found(Slice(top.comments[offset:], top.resume), total, estimate, "fast",
                       top.comments[0].sk if top.comments else None, everything)
-    counts = index.count_many(groups)
+    if len(groups) == 1:
+        # One group: its count only validates the page number, and its newest entry only dates the
+        # page (Last-Modified); both are shared for COMMENTS_FAST_CACHE_SECONDS, as fresh as pages
+        # 1..FAST_PAGES. The comments themselves are looked up afresh (start_after_rank: a page that
+        # shrank away is a 404). A union's search needs the counts of this moment.
+        counts, newest_sk = recent_counts(groups), recent_newest_sk(groups[0])
+    else:
+        counts, newest_sk = index.count_many(groups), _newest_sk(groups)
     total = sum(counts.values())
     validate(total)
     found = union.read(groups, union.position_at(groups, offset, counts), count)
-    return _Found(found, total, False, "index", _newest_sk(groups))
+    return _Found(found, total, False, "index", newest_sk)
 
 
 def _page(sku: str, ratings: Sequence[int], found: _Found, number: int, paginator: CommentPaginator) -> CommentPage:
@@ -219,29 +226,53 @@ def _archive_count(sku: str) -> tuple[int, FastWindow | None]:
     return count, None
 
 
+# Attempts at an archive page's count and boundary lookup from one state of the index (see below).
+ARCHIVE_READ_ATTEMPTS = 3
+
+
 def product_archive_page(*, sku: str, number: int) -> CommentPage:
     """Archive page `number` (counted from the oldest) of a product's comments, newest first within
     the page. Raises ArchiveOnLandingPage when its comments are all on the landing page, EmptyPage
     (-> 404) past that, IndexUnavailable (-> 503) when the index is needed and down.
 
-    Costs one index count and, for products beyond the fast window, one index lookup plus one Query
-    from the page's boundary (comments older than the boundary: a lagging index still finds it)."""
+    Costs one index count and, for products beyond the fast window, one index lookup, a second count
+    and one Query from the page's boundary (comments older than the boundary: a lagging index still
+    finds it).
+
+    The index counts ranks from the newest, so the page's boundary rank comes from the count: a
+    comment indexed between the count and the lookup would shift the page by one. The count is read
+    again after the lookup; when it moved, both are read again (ARCHIVE_READ_ATTEMPTS in all). A page
+    whose count never held still is served, marked `settled=False`: the view gives it the landing
+    page's short max-age, not the archive's day. (An insert and a delete both between the two counts
+    would go unseen: the delete alone already changes archive pages in place.)"""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
     count, window = _archive_count(sku)
-    if number * per_page >= count:
-        if number <= count // per_page + 1:
-            raise ArchiveOnLandingPage(f"Archive page {number} is on the landing page.")
-        raise EmptyPage("That page contains no results")
-    offset = count - number * per_page  # newest-first rank of the page's newest comment
-    if window is not None:
-        comments, served_by = window.comments[offset:offset + per_page], "fast"
-    else:
-        comments = union.read([sku], union.position_at([sku], offset), per_page).comments
+    settled = True
+    for attempt in range(1, ARCHIVE_READ_ATTEMPTS + 1):
+        if number * per_page >= count:
+            if number <= count // per_page + 1:
+                raise ArchiveOnLandingPage(f"Archive page {number} is on the landing page.")
+            raise EmptyPage("That page contains no results")
+        offset = count - number * per_page  # newest-first rank of the page's newest comment
+        if window is not None:  # count and comments from one read
+            comments, served_by = window.comments[offset:offset + per_page], "fast"
+            break
+        position = union.position_at([sku], offset)
+        try:
+            again = index.count(sku)
+        except IndexUnavailable:  # the lookup is done; unconfirmed, it is served briefly
+            again = None
+        settled = again == count
+        if not settled and again is not None and attempt < ARCHIVE_READ_ATTEMPTS:
+            count = again  # posts arrived (or went) meanwhile: look the boundary up again at the new count
+            continue
+        comments = union.read([sku], position, per_page).comments
         served_by = "index"
+        break
     return CommentPage(comments, number, CommentPaginator(count, per_page), served_by=served_by,
-                       newest_sk=comments[0].sk if comments else None, archive=True)
+                       newest_sk=comments[0].sk if comments else None, archive=True, settled=settled)
 
 
 def archive_page_lastmods(sku: str, count: int, first: int, last: int) -> dict[int, str]:

@@ -10,7 +10,7 @@ from typing import Iterable
 
 from botocore.exceptions import ClientError
 
-from comments.table.client import dynamodb, store_errors
+from comments.table.client import dynamodb, dynamodb_reads, store_errors
 from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
 from pagination_index import SORT_KEY_FORMAT
 
@@ -205,11 +205,11 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     if after is not None:
         kwargs["KeyConditionExpression"] = f"{attribute} = :g AND SK {'<=' if skip else '<'} :sk"
         kwargs["ExpressionAttributeValues"][":sk"] = {"S": after[1]}
-    client = dynamodb()
+    reads = dynamodb_reads()
     items: list[dict] = []
     exhausted = False
     while True:
-        response = client.query(**kwargs)
+        response = reads.query(**kwargs)
         items.extend(response.get("Items", []))
         last_key = response.get("LastEvaluatedKey")
         if last_key is None:

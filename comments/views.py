@@ -94,7 +94,8 @@ def product_detail(request, sku):
     digest = caching.page_digest(request, product, page)
     etag = caching.page_etag(digest)
     last_modified = caching.product_last_modified(product, page.newest_sk)
-    max_age = settings.COMMENTS_ARCHIVE_MAX_AGE if archive else settings.COMMENTS_PAGE_MAX_AGE
+    # An archive page looked up while posts kept arriving may be off by one: the short max-age then.
+    max_age = settings.COMMENTS_ARCHIVE_MAX_AGE if archive and page.settled else settings.COMMENTS_PAGE_MAX_AGE
     if not personal:
         response = caching.unchanged_response(request, etag=etag, last_modified=last_modified)
         if response is not None:  # 304 (or 412), without rendering
@@ -240,6 +241,10 @@ def comment_post(request, sku):
             request, product, form, status=503, heading="We couldn't save your comment",
             notice="Our comment store is not answering right now. Your comment is kept below, "
                    "unchanged: please post it again in a minute."))
-    remember_posted(request, comment)
+    try:
+        remember_posted(request, comment)
+    except (OperationalError, InterfaceError):  # the session unreadable: the comment is stored all the same
+        logger.warning("session unavailable after posting comment %s on %s; not pinned", comment.pk, sku,
+                       exc_info=True)
     messages.success(request, POSTED_MESSAGE)
     return HttpResponseSeeOther(product.get_absolute_url())

@@ -94,12 +94,14 @@ def forget_fast_window(sku: str) -> None:
     for key in keys:
         _local_windows.pop(key)
         _local_counts.pop(key)
+        _local_newest.pop(key)
     cache.delete_many(keys)
 
 
-# This process's group counts for pages 1..FAST_PAGES and the rating bars: as fresh as the fast
-# windows they are shown with (COMMENTS_FAST_CACHE_SECONDS), and two index calls a request fewer on
-# the most viewed pages. Deeper pages count afresh: their reads need it.
+# This process's group counts for pages 1..FAST_PAGES, the rating bars and unfiltered deeper pages
+# (whose count only validates the page number): as fresh as the fast windows they are shown with
+# (COMMENTS_FAST_CACHE_SECONDS), and index calls a request fewer. A filter's deeper pages and the
+# stable archive pages count afresh: their reads depend on the count of the moment.
 _local_counts = LocalMemo(limit=6 * 1024)  # a product and its five rating groups
 
 
@@ -119,6 +121,27 @@ def recent_counts(groups: Sequence[str]) -> dict[str, int]:
         _local_counts.set_many({keys[group]: fetched[group] for group in missing}, now + seconds)
         counts.update(fetched)
     return counts
+
+
+# This process's newest entry of each group, for the Last-Modified of deeper pages (their comments are
+# read afresh; the date that heads them is as fresh as pages 1..FAST_PAGES).
+_local_newest = LocalMemo(limit=1024)
+
+
+def recent_newest_sk(group: str) -> str | None:
+    """The SK of a group's newest entry (index rank 0), shared by this process's requests for
+    COMMENTS_FAST_CACHE_SECONDS. Raises IndexUnavailable as at() does (failures are not kept)."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    key = _fast_cache_key(group)
+    now = time.monotonic()
+    found = _local_newest.get_many([key], now) if seconds else {}
+    if key in found:
+        return found[key]
+    entry = index.at(group, 0)
+    newest = entry[1] if entry else None
+    if seconds:
+        _local_newest.set_many({key: newest}, now + seconds)
+    return newest
 
 
 def product_for_page(*, sku: str) -> Product | None:

@@ -16,29 +16,43 @@ import os
 from contextlib import contextmanager
 
 import boto3
+import botocore
 import botocore.session
 from botocore import parsers
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from comments.table.direct import DirectReads
 from pagination_index import SourceUnavailable
 
 # Health checks want a fast answer, not a patient one: one attempt, short timeouts.
 PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"total_max_attempts": 1, "mode": "standard"})
 
 
-def client_config(*, bulk: bool = False) -> Config:
+# botocore rebuilds its default User-Agent, a dozen components sanitised character by character, twice
+# per call: 13% of a 21-item Query's CPU (docs/performance.md). A fixed one is built once.
+USER_AGENT = f"corner-shop Botocore/{botocore.__version__}"
+
+
+def client_config(*, bulk: bool = False, attempts: int | None = None) -> Config:
     """Timeouts and attempts from settings.DYNAMODB: a dead DynamoDB must become a 503 within
     seconds, not hold a worker (worst case about attempts x (connect or read timeout)). Bulk reads
-    (rebuild, verify: Scans and whole partitions, 1 MB a page) get a patient read timeout."""
+    (rebuild, verify: Scans and whole partitions, 1 MB a page) get a patient read timeout.
+
+    botocore's check of each call's parameters against the model is off (another 5% of a Query's
+    CPU): the calls are this package's own, covered by the tests, and DynamoDB validates every
+    request itself (a bad one is a ClientError, so StoreUnavailable, like a failed check)."""
     config = settings.DYNAMODB
     return Config(
         connect_timeout=config["CONNECT_TIMEOUT"],
         read_timeout=config["BULK_READ_TIMEOUT" if bulk else "READ_TIMEOUT"],
-        retries={"total_max_attempts": config["MAX_ATTEMPTS"], "mode": "standard"},
+        retries={"total_max_attempts": attempts or config["MAX_ATTEMPTS"], "mode": "standard"},
         max_pool_connections=32,
+        user_agent=USER_AGENT,
+        parameter_validation=False,
     )
 
 
@@ -105,6 +119,22 @@ def dynamodb():
 
 
 @functools.cache
+def dynamodb_reads() -> DirectReads:
+    """The page path's Query, one signed HTTP request on dynamodb()'s endpoint, credentials and
+    timeouts, and through dynamodb() itself whenever the answer is not a plain 200
+    (comments/table/direct.py)."""
+    kwargs = _client_kwargs()
+    if "aws_access_key_id" in kwargs:
+        credentials = Credentials(kwargs["aws_access_key_id"], kwargs["aws_secret_access_key"])
+    else:
+        credentials = botocore.session.Session().get_credentials()  # botocore's chain, as the client's
+    attempts = settings.DYNAMODB["MAX_ATTEMPTS"]
+    retry_client = (_item_read_session().client("dynamodb", **_client_kwargs(client_config(attempts=attempts - 1)))
+                    if attempts > 1 else None)
+    return DirectReads(dynamodb(), credentials, retry_client)
+
+
+@functools.cache
 def dynamodb_bulk():
     """The DynamoDB client for commands that read whole partitions or the whole table."""
     return _item_read_session().client("dynamodb", **_client_kwargs(client_config(bulk=True)))
@@ -123,6 +153,7 @@ def dynamodbstreams():
 
 def reset_clients() -> None:
     dynamodb.cache_clear()
+    dynamodb_reads.cache_clear()
     dynamodb_bulk.cache_clear()
     dynamodb_probe.cache_clear()
     dynamodbstreams.cache_clear()

@@ -294,28 +294,40 @@ def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, f
         assert [c["id"] for c in body["comments"]] == expected[offset : offset + 40], offset
 
 
-def test_fast_pages_counts_are_as_fresh_as_their_windows(filter_product, filter_comments, settings):
-    """Pages 1..FAST_PAGES and the rating bars reuse a group count for COMMENTS_FAST_CACHE_SECONDS;
-    a post (forget_fast_window) or 0 seconds reads the index again; deeper pages always do."""
+def test_counts_and_newest_entries_are_as_fresh_as_the_fast_windows(filter_product, filter_comments, settings):
+    """Pages 1..FAST_PAGES, the rating bars and one group's deeper pages reuse the group's count (and
+    a deeper page its newest entry, which dates it) for COMMENTS_FAST_CACHE_SECONDS; a post
+    (forget_fast_window) or 0 seconds reads the index again; a union's deeper pages always do."""
     from pagination_index import index
 
-    groups = [SKU, f"{SKU}/5"]
+    groups, union = [SKU, f"{SKU}/5"], [f"{SKU}/4", f"{SKU}/5"]
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
     forget_fast_window(SKU)
     first = windows.recent_counts(groups)
     assert first == index.count_many(groups)
+    deep = product_comment_page(sku=SKU, number=11)
+    assert (deep.served_by, deep.paginator.count) == ("index", first[SKU])
     extra = ("zz-extra", "2099-01-01T00:00:00.000000Z")
     index.add_many(SKU, [extra])
+    index.add_many(f"{SKU}/5", [extra])
     try:
         assert windows.recent_counts(groups) == first  # remembered
-        assert product_comment_page(sku=SKU, number=11).paginator.count == first[SKU] + 1  # deep: fresh
+        again = product_comment_page(sku=SKU, number=11)
+        assert (again.paginator.count, again.newest_sk) == (first[SKU], deep.newest_sk)  # remembered
+        assert again.object_list[0].pk != deep.object_list[0].pk  # its comments are read afresh: shifted by one
+        both = product_comment_page(sku=SKU, number=11, ratings=(4, 5))  # a union: fresh
+        assert (both.paginator.count, both.newest_sk) == (sum(index.count_many(union).values()), extra[1])
         forget_fast_window(SKU)
-        assert windows.recent_counts(groups)[SKU] == first[SKU] + 1
+        assert windows.recent_counts(groups) == {SKU: first[SKU] + 1, f"{SKU}/5": first[f"{SKU}/5"] + 1}
+        again = product_comment_page(sku=SKU, number=11)
+        assert (again.paginator.count, again.newest_sk) == (first[SKU] + 1, extra[1])
         settings.COMMENTS_FAST_CACHE_SECONDS = 0
         index.remove_many(SKU, [extra[0]])
-        assert windows.recent_counts(groups) == first
+        assert windows.recent_counts(groups)[SKU] == first[SKU]
+        assert product_comment_page(sku=SKU, number=11).newest_sk == deep.newest_sk
     finally:
         index.remove_many(SKU, [extra[0]])
+        index.remove_many(f"{SKU}/5", [extra[0]])
         forget_fast_window(SKU)
 
 

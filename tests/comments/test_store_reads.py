@@ -2,15 +2,17 @@
 JSON (comments/table/client.py) and comment dates formatted from the SK's text (comments/store.py)."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from django.conf import settings
 from django.utils import dateformat
 
 from comments.store import Comment, format_sk, parse_sk, put_comments
-from comments.table.client import dynamodb
+from comments.table.client import dynamodb, dynamodb_reads
 from tests.factories import make_comments
 
 
@@ -109,3 +111,93 @@ def test_ordinary_pages_skip_the_model_walk(comments_table, monkeypatch):
                                                   "blob": {"B": b"\x01"}})
     assert {item["PK"]["S"] for item in fast.query(**query)["Items"]} == {"c1", "bin"}
     assert walked == ["QueryOutput", "QueryOutput"]
+
+
+# --- The page path's direct Query (comments/table/direct.py) ---------------------------------------
+def test_direct_query_answers_as_the_client_does(comments_table):
+    """Every shape of Query the pages send: from the top, from a key condition, with an exclusive start
+    key, a page that ends the partition; the same answer as botocore's, none through botocore."""
+    put_comments(make_comments("READ-3", 45))
+    reads, plain = dynamodb_reads(), plain_client()
+    before = reads.fallbacks
+    query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 21,
+             "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-3"}},
+             "ScanIndexForward": False}
+    first = reads.query(**query)
+    assert len(first["Items"]) == 21 and "LastEvaluatedKey" in first
+    assert without_metadata(first) == without_metadata(plain.query(**query))
+    after = {**query, "KeyConditionExpression": "PK2 = :g AND SK < :sk",
+             "ExpressionAttributeValues": {":g": {"S": "READ-3"}, ":sk": first["Items"][-1]["SK"]}}
+    assert without_metadata(reads.query(**after)) == without_metadata(plain.query(**after))
+    resumed = {**query, "ExclusiveStartKey": first["LastEvaluatedKey"], "Limit": 100}
+    last = reads.query(**resumed)
+    assert len(last["Items"]) == 24 and "LastEvaluatedKey" not in last
+    assert without_metadata(last) == without_metadata(plain.query(**resumed))
+    assert reads.fallbacks == before
+
+
+def test_direct_query_sends_the_request_botocore_sends(comments_table):
+    """Same endpoint, body, operation and signed headers as the client's own request for the call."""
+    seen = []
+    client = dynamodb()
+    client.meta.events.register("before-send.dynamodb.Query", lambda request, **kwargs: seen.append(request))
+    try:
+        query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 3,
+                 "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "X"}}}
+        client.query(**query)
+    finally:
+        client.meta.events.unregister("before-send.dynamodb.Query")
+    theirs, ours = seen[0], dynamodb_reads().signed_request("Query", query)
+    assert (ours.method, ours.url) == (theirs.method, theirs.url)
+    assert json.loads(ours.data) == json.loads(theirs.body)
+    def header(request, name):  # botocore's prepared request holds bytes
+        value = request.headers[name]
+        return value.decode() if isinstance(value, bytes) else value
+
+    for name in ("Content-Type", "X-Amz-Target"):
+        assert header(ours, name) == header(theirs, name)
+
+    def signed(request):
+        authorization = header(request, "Authorization")
+        scheme, _, fields = authorization.partition(" ")
+        parts = dict(field.strip().split("=", 1) for field in fields.split(","))
+        return scheme, parts["Credential"], set(parts["SignedHeaders"].split(";"))
+
+    scheme, credential, headers = signed(ours)
+    assert scheme == "AWS4-HMAC-SHA256" and credential.endswith(f"/{settings.DYNAMODB['REGION']}/dynamodb/aws4_request")
+    assert {"host", "x-amz-date", "x-amz-target", "content-type"} <= headers
+    assert signed(theirs)[1:] == (credential, headers)
+
+
+def test_direct_query_leaves_errors_and_binary_values_to_botocore(comments_table):
+    reads = dynamodb_reads()
+    before = reads.fallbacks
+    with pytest.raises(ClientError) as caught:
+        reads.query(TableName=comments_table, KeyConditionExpression="nonsense = :x", ExpressionAttributeValues={":x": {"S": "y"}})
+    assert caught.value.response["Error"]["Code"] == "ValidationException"
+    assert reads.fallbacks == before + 1
+    dynamodb().put_item(TableName=comments_table, Item={"PK": {"S": "bin"}, "SK": {"S": format_sk(datetime.now(timezone.utc))},
+                                                        "PK2": {"S": "READ-4"}, "blob": {"B": b"\x00\xff"}})
+    found = reads.query(TableName=comments_table, IndexName=settings.DYNAMODB["GSI"], KeyConditionExpression="PK2 = :g",
+                        ExpressionAttributeValues={":g": {"S": "READ-4"}})
+    assert found["Items"][0]["blob"] == {"B": b"\x00\xff"}  # bytes: botocore's parse
+    assert reads.fallbacks == before + 2
+
+
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_a_dead_endpoint_is_store_unavailable_after_the_same_attempts(dynamodb_settings, settings, attempts):
+    """The direct attempt is the first of DYNAMODB_MAX_ATTEMPTS: botocore makes the rest, or none."""
+    from comments.store import newest
+    from comments.table.client import StoreUnavailable
+    from stack.dynamodb_local import free_port
+
+    settings.DYNAMODB = {**settings.DYNAMODB, "ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "MAX_ATTEMPTS": attempts,
+                         "CONNECT_TIMEOUT": 1}
+    reads = dynamodb_reads()
+    with pytest.raises(StoreUnavailable):
+        newest("READ-5", 20)
+    if attempts == 1:
+        assert reads.retry_client is None and reads.fallbacks == 0
+    else:
+        assert reads.retry_client.meta.config.retries["total_max_attempts"] == attempts - 1
+        assert reads.fallbacks == 1
