@@ -388,12 +388,12 @@ def test_a_comment_indexed_between_the_count_and_the_lookup_does_not_shift_an_ar
     assert response["Cache-Control"] == f"public, max-age={max_age}"
     if arrivals == 1:
         assert pks(parse(response.content.decode())) == [c.pk for c in archive_slice(comments, 3)]
-        assert response.context["page_obj"].settled
+        assert response.context_data["page_obj"].settled
         # The same page read again, undisturbed: the same bytes and validators.
         again = client.get(product.get_absolute_url() + "?page=3")
         assert (again.content, again["ETag"]) == (response.content, response["ETag"])
     else:
-        assert not response.context["page_obj"].settled
+        assert not response.context_data["page_obj"].settled
 
 
 @pytest.mark.django_db
