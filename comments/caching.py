@@ -80,8 +80,9 @@ def page_etag(digest: str) -> str:
 
 def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpResponse:
     """`render()`'s response, its HTML reused from the cache for this digest for
-    COMMENTS_RENDERED_CACHE_SECONDS (0: render every time). A page with a flash message must not
-    come here: it is for one visitor."""
+    COMMENTS_RENDERED_CACHE_SECONDS (0: render every time): on a miss the rendered response itself
+    (with its `context_data`), on a hit a plain HttpResponse of the cached HTML. A page with a flash
+    message must not come here: it is for one visitor."""
     seconds = settings.COMMENTS_RENDERED_CACHE_SECONDS
     if not seconds:
         return render()
