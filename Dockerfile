@@ -22,6 +22,7 @@ COPY comments ./comments
 COPY pagination_index ./pagination_index
 COPY ops ./ops
 COPY templates ./templates
+COPY jinja2 ./jinja2
 COPY static ./static
 
 # Hashed, compressed static files for WhiteNoise; the key only lets settings load for this step.

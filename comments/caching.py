@@ -29,7 +29,7 @@ def template_fingerprint() -> str:
     """A digest of the project's templates, so that a deploy that changes the markup changes every
     ETag. Read once per process (runserver restarts when a template changes)."""
     digest = hashlib.sha256()
-    for folder in settings.TEMPLATES[0]["DIRS"]:
+    for folder in [folder for engine in settings.TEMPLATES for folder in engine.get("DIRS", [])]:
         for path in sorted(Path(folder).rglob("*")):
             if path.is_file():
                 digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
@@ -80,16 +80,18 @@ def page_etag(digest: str) -> str:
 
 def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpResponse:
     """`render()`'s response, its HTML reused from the cache for this digest for
-    COMMENTS_RENDERED_CACHE_SECONDS (0: render every time). A page with a flash message must not
-    come here: it is for one visitor."""
+    COMMENTS_RENDERED_CACHE_SECONDS (0: render every time): on a miss the rendered response itself
+    (with its `context_data`), on a hit a plain HttpResponse of the cached HTML. A page with a flash
+    message must not come here: it is for one visitor."""
     seconds = settings.COMMENTS_RENDERED_CACHE_SECONDS
     if not seconds:
         return render()
     key = f"comments:html:{digest}"
     html = cache.get(key)
     if html is None:
-        html = render().content
-        cache.set(key, html, seconds)
+        response = render()
+        cache.set(key, response.content, seconds)
+        return response
     return HttpResponse(html)
 
 

@@ -14,7 +14,7 @@ from shop.models import Product
 DESCRIPTION_CHARS = 155  # what result pages show of a meta description
 # Inside <script>, "</script>" or "<!--" in a comment body would end or hide the script: escape the
 # characters that can start them, as django.utils.html.json_script does (its <script> is JSON, not JSON-LD).
-SCRIPT_ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
+SCRIPT_ESCAPES = (("<", "\\u003C"), (">", "\\u003E"), ("&", "\\u0026"))
 
 
 def meta_description(product: Product, count: int, number: int, num_pages: int) -> str:
@@ -64,4 +64,13 @@ def product_json_ld(*, product: Product, url: str, page_url: str, comments: list
                                    "ratingCount": ratings.count, "bestRating": 5, "worstRating": 1}
     if comments:
         data["review"] = [_review(comment, page_url) for comment in comments]
-    return mark_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":")).translate(SCRIPT_ESCAPES))
+    return mark_safe(script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))))
+
+
+def script_safe(text: str) -> str:
+    """`text` with SCRIPT_ESCAPES applied. Three str.replace calls, not str.translate: translate with a
+    dict walks a non-ASCII string (any accented name on the page) one character at a time, 0.7 ms for
+    a page's JSON-LD against 0.01 ms (docs/performance.md, "Templates: Jinja2")."""
+    for character, escape in SCRIPT_ESCAPES:
+        text = text.replace(character, escape)
+    return text

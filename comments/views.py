@@ -5,7 +5,8 @@ from django.contrib import messages
 from django.core.paginator import InvalidPage
 from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from comments import caching, cursors, seo
@@ -32,6 +33,14 @@ from shop.middleware import service_unavailable
 from shop.models import Product
 
 logger = logging.getLogger(__name__)
+
+
+def render(request, template_name: str, context: dict, status: int | None = None) -> TemplateResponse:
+    """django.shortcuts.render's response, rendered at once, that keeps what it was rendered from
+    (`response.context_data`) whichever engine rendered it (Django's test client records contexts
+    for Django's own engine only)."""
+    return TemplateResponse(request, template_name, context, status=status).render()
+
 
 def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)

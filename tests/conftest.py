@@ -64,6 +64,22 @@ def module_table(dynamodb_settings):
     yield from _table(dynamodb_settings)
 
 
+@pytest.fixture
+def rendered_templates():
+    """The names of the site's templates rendered while the test runs, in order: what Django's test
+    client records as `response.templates` for its own engine only (shop.jinja2.template_rendered)."""
+    from shop.jinja2 import template_rendered
+
+    names: list[str] = []
+
+    def record(sender, template, context, **kwargs):
+        names.append(template)
+
+    template_rendered.connect(record)
+    yield names
+    template_rendered.disconnect(record)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_index_handler():
     """Each test gets the backend its settings name, never one cached by an earlier test."""

@@ -63,11 +63,12 @@ def test_two_visitors_get_the_same_public_page(cached_product, url):
 
 
 @pytest.mark.parametrize("url", [URL, URL + "?page=12"])
-def test_if_none_match_gets_304_without_rendering(client, cached_product, url):
+def test_if_none_match_gets_304_without_rendering(client, cached_product, url, rendered_templates):
     first = client.get(url)
+    rendered_templates.clear()
     again = client.get(url, headers={"If-None-Match": first["ETag"]})
     assert again.status_code == 304 and again.content == b""
-    assert again.templates == []
+    assert rendered_templates == []
     assert again["ETag"] == first["ETag"] and again["Cache-Control"] == first["Cache-Control"]
     assert client.get(url, headers={"If-None-Match": '"something-else"'}).status_code == 200
 
@@ -78,10 +79,11 @@ def test_a_failed_if_match_gets_412(client, cached_product):
     assert client.get(URL + "?page=2", headers={"If-Match": first["ETag"]}).status_code == 200
 
 
-def test_if_modified_since_gets_304(client, cached_product):
+def test_if_modified_since_gets_304(client, cached_product, rendered_templates):
     first = client.get(URL + "?page=11")
+    rendered_templates.clear()
     again = client.get(URL + "?page=11", headers={"If-Modified-Since": first["Last-Modified"]})
-    assert again.status_code == 304 and again.templates == []
+    assert again.status_code == 304 and rendered_templates == []
     older = client.get(URL + "?page=11", headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"})
     assert older.status_code == 200
 

@@ -1,7 +1,10 @@
 """The pager's click graph: every page of 100,000 within 8 clicks of page 1, at most 45 links."""
 from collections import deque
+from urllib.parse import urlencode
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from comments.pager import page_href, pager_groups, pager_links, pager_numbers
 
@@ -65,3 +68,11 @@ def test_links_point_at_the_page_urls():
         (1, "/products/X/", False), (2, "/products/X/?page=2", False), (3, "/products/X/?page=3", True),
         (4, "/products/X/?page=4", False), (5, "/products/X/?page=5", False)]
     assert page_href("/products/X/", 1) == "/products/X/"
+
+
+@given(st.lists(st.integers(min_value=1, max_value=5), unique=True, max_size=5).map(sorted),
+       st.integers(min_value=1, max_value=10**9))
+def test_page_href_writes_what_urlencode_writes(ratings, number):
+    params = [("rating", rating) for rating in ratings] + ([("page", number)] if number > 1 else [])
+    assert page_href("/products/X-1/", number, ratings) == (f"/products/X-1/?{urlencode(params)}" if params
+                                                             else "/products/X-1/")

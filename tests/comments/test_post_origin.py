@@ -42,7 +42,7 @@ def test_a_foreign_or_unknown_post_is_a_403_that_keeps_the_comment(product, head
     response = post(headers)
     html = response.content.decode()
     assert response.status_code == 403
-    assert "We couldn&#x27;t accept this form" in html
+    assert "We couldn&#39;t accept this form" in html
     assert "Very good kettle." in html  # shown again, not lost
     assert stored() == []
 

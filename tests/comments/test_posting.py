@@ -190,7 +190,7 @@ def test_control_characters_are_stripped_and_newlines_and_tabs_kept(client, prod
 def test_html_is_shown_escaped(client, product):
     client.post(POST_URL, {**VALID, "author": "<i>Mallory</i>", "body": '<script>alert("x")</script> & <b>'})
     html = client.get(URL).content.decode()
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;" in html
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &lt;b&gt;" in html
     assert "&lt;i&gt;Mallory&lt;/i&gt;" in html
     assert "<script>alert" not in html
 
@@ -212,7 +212,7 @@ def test_dynamodb_down_is_a_503_that_keeps_the_form(client, product, settings):
     assert response.status_code == 503
     assert response["Retry-After"]
     html = response.content.decode()
-    assert "We couldn&#x27;t save your comment" in html
+    assert "We couldn&#39;t save your comment" in html
     assert 'value="Zoë"' in html and "Keep &lt;this&gt; text\nplease</textarea>" in html
     assert re.search(r'value="4"[^>]*checked', html)
     assert stored() == []

@@ -6,8 +6,11 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core.management import call_command
+from hypothesis import given
+from hypothesis import strategies as st
 
 from comments import cursors
+from comments.seo import SCRIPT_ESCAPES, script_safe
 from comments.store import Comment, put_comments
 from tests import factories
 from tests.pages import JSON_LD, json_ld, parse
@@ -94,7 +97,7 @@ def test_cursor_pages_are_their_own_canonical(client, seo_products, query):
     if query:  # filtered pages link their "Load more" cursor
         url = MORE.search(first.content.decode()).group(1).replace("&amp;", "&")
     else:  # unfiltered pages link none: make the one such a link would carry
-        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context["page_obj"].resume)})
+        url = "/products/SEO-BIG/?" + urlencode({"cursor": cursors.encode("SEO-BIG", (), first.context_data["page_obj"].resume)})
     response = client.get(url)
     assert response.status_code == 200
     html = response.content.decode()
@@ -138,3 +141,11 @@ def test_json_ld_survives_script_breaking_text(client, comments_table, db):
     assert data["name"] == "</script>Evil" and data["review"][0]["reviewBody"] == body
     assert data["review"][0]["author"]["name"] == "<b>x</b>"
     assert "<script>alert(1)" not in html
+
+
+@given(st.text(alphabet=st.sampled_from("<>&/!-\"'aé★ \\u"), max_size=40) | st.text(max_size=40))
+def test_script_escapes_as_translate_did(text):
+    """seo.script_safe replaces what a str.translate of the same table replaced, and nothing else."""
+    table = {ord(character): escape for character, escape in SCRIPT_ESCAPES}
+    assert script_safe(text) == text.translate(table)
+    assert "<" not in script_safe(text) and ">" not in script_safe(text) and "&" not in script_safe(text)

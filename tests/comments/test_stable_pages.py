@@ -130,7 +130,7 @@ def test_every_archive_page_holds_its_slice_from_the_oldest(client, stable_produ
     for number in range(1, 13):
         response = client.get(f"/products/{SKU}/?page={number}")
         assert response.status_code == 200, number
-        assert response.context["page_obj"].served_by == "index"  # 245 comments: beyond the fast window
+        assert response.context_data["page_obj"].served_by == "index"  # 245 comments: beyond the fast window
         assert pks(parse(response.content.decode())) == [c.pk for c in archive_slice(stable_comments, number)]
 
 
@@ -201,7 +201,7 @@ def test_a_page_equal_to_the_landing_list_redirects(client, stable, module_table
     assert client.get(product.get_absolute_url() + "?page=3").status_code == 302  # the next to fill
     assert client.get(product.get_absolute_url() + "?page=4").status_code == 404
     page1 = client.get(product.get_absolute_url() + "?page=1")
-    assert page1.status_code == 200 and page1.context["page_obj"].served_by == "fast"  # all in one window
+    assert page1.status_code == 200 and page1.context_data["page_obj"].served_by == "fast"  # all in one window
     assert head_links(client.get(product.get_absolute_url()).content.decode())["next"].endswith("?page=1")
 
 
@@ -388,12 +388,12 @@ def test_a_comment_indexed_between_the_count_and_the_lookup_does_not_shift_an_ar
     assert response["Cache-Control"] == f"public, max-age={max_age}"
     if arrivals == 1:
         assert pks(parse(response.content.decode())) == [c.pk for c in archive_slice(comments, 3)]
-        assert response.context["page_obj"].settled
+        assert response.context_data["page_obj"].settled
         # The same page read again, undisturbed: the same bytes and validators.
         again = client.get(product.get_absolute_url() + "?page=3")
         assert (again.content, again["ETag"]) == (response.content, response["ETag"])
     else:
-        assert not response.context["page_obj"].settled
+        assert not response.context_data["page_obj"].settled
 
 
 @pytest.mark.django_db

@@ -52,8 +52,8 @@ def pages(client: Client) -> dict[str, tuple[int, bytes]]:
         ("filtered", base + "?rating=4&rating=5&page=2"),
         ("not-found", base + "?page=999"),
     ]}
-    assert got["page-12"].context["page_obj"].served_by == "index"
-    more = got["filtered"].context["more_url"]
+    assert got["page-12"].context_data["page_obj"].served_by == "index"
+    more = got["filtered"].context_data["more_url"]
     got["cursor"] = client.get(more)
     got["form-errors"] = client.post(base + "comments/", {"author": "<b>Ann</b>", "rating": "9", "body": ""},
                                      headers={"Origin": "http://testserver"})

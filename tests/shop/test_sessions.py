@@ -196,7 +196,7 @@ def test_a_session_that_cannot_be_read_is_a_503_on_a_product_page(client, commen
     terminate(sessions_on_postgres)
     page = client.get(URL)
     assert page.status_code == 503 and page["Retry-After"]
-    assert b"the shop&#x27;s database" in page.content or b"the shop's database" in page.content
+    assert b"the shop&#39;s database" in page.content or b"the shop's database" in page.content
 
 
 @pytest.mark.django_db(transaction=True, databases="__all__")
