@@ -47,7 +47,7 @@ class Dataset:
             "DYNAMODB_ENDPOINT_URL": self.database.endpoint_url,
             "REDIS_URL": f"redis://127.0.0.1:{self.redis.port}/0",
             "PAGINATION_INDEX_BACKEND": "relational",
-            "LOG_LEVEL": "WARNING",
+            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),  # INFO: one line per request in the gunicorn logs
             # As in production: DEBUG off (so a key is needed: this one is for benchmarks only) and
             # static files from collectstatic's manifest, as WhiteNoise serves them.
             "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-not-secret"),
