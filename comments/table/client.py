@@ -129,9 +129,11 @@ def dynamodb_reads() -> DirectReads:
     else:
         credentials = botocore.session.Session().get_credentials()  # botocore's chain, as the client's
     attempts = settings.DYNAMODB["MAX_ATTEMPTS"]
-    retry_client = (_item_read_session().client("dynamodb", **_client_kwargs(client_config(attempts=attempts - 1)))
-                    if attempts > 1 else None)
-    return DirectReads(dynamodb(), credentials, retry_client)
+
+    def retry_client():
+        return _item_read_session().client("dynamodb", **_client_kwargs(client_config(attempts=attempts - 1)))
+
+    return DirectReads(dynamodb(), credentials, retry_client if attempts > 1 else None)
 
 
 @functools.cache

@@ -11,14 +11,16 @@ Only the happy path is done here. One attempt, and any answer but a 200 whose bo
 botocore client, which retries, parses errors and raises exactly as before (so `store_errors` turns a
 real failure into StoreUnavailable). When the attempt got no answer at all (a timeout, a refused or
 dropped connection), it counts as the first of DYNAMODB_MAX_ATTEMPTS: the call goes to a client
-allowed one attempt fewer (`retry_client`; None: no attempt is left), so a dead DynamoDB still
+allowed one attempt fewer (`retry_client`, built on first need; None: no attempt is left), so a dead DynamoDB still
 becomes a 503 within the same time as before. The signing, the credentials (refreshed as botocore
 refreshes them), the region, the endpoint and the timeouts are the botocore client's own.
 """
 from __future__ import annotations
 
 import json
+import threading
 import zlib
+from typing import Callable
 
 import urllib3
 from botocore.auth import SigV4Auth
@@ -34,8 +36,12 @@ class DirectReads:
     (botocore Credentials, refreshable or not; None: every call goes through the client, which
     then says what is missing)."""
 
-    def __init__(self, client, credentials, retry_client=None):
-        self.client, self.retry_client = client, retry_client
+    def __init__(self, client, credentials, make_retry_client: Callable[[], object] | None = None):
+        """`make_retry_client` builds the client for calls whose direct attempt got no answer (None: no
+        attempt is left for them); it is called on first need, since a botocore client takes about a
+        tenth of a second of CPU to build."""
+        self.client = client
+        self._make_retry_client, self._retry_client, self._lock = make_retry_client, None, threading.Lock()
         meta = client.meta
         config = meta.config
         self.url = meta.endpoint_url.rstrip("/") + "/"
@@ -45,6 +51,14 @@ class DirectReads:
             self.url, maxsize=config.max_pool_connections, block=False, retries=False,
             timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout))
         self.fallbacks = 0  # calls that went through botocore instead (tests and benchmarks read it)
+
+    @property
+    def retry_client(self):
+        if self._make_retry_client is not None and self._retry_client is None:
+            with self._lock:
+                if self._retry_client is None:
+                    self._retry_client = self._make_retry_client()
+        return self._retry_client
 
     def signed_request(self, operation: str, params: dict) -> AWSRequest:
         """The request botocore would send for `operation` (tests compare the two)."""
