@@ -25,7 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from comments.table.direct import DirectReads
+from comments.table.direct import DirectReads, may_hold_binary
 from pagination_index import SourceUnavailable
 
 # Health checks want a fast answer, not a patient one: one attempt, short timeouts.
@@ -86,16 +86,14 @@ def _client_kwargs(config_override: Config | None = None) -> dict:
 class ItemReadParser(parsers.JSONParser):
     """botocore's JSON protocol parser, except that a successful item read's body is returned as
     json.loads gives it. That is exactly what the model walk produces for these outputs unless an item
-    holds a binary attribute (B/BS: base64 on the wire, bytes once parsed). Such a value is written
-    `"B":` or `"BS":`; inside a string those quotes would be escaped (`\\"B\\":`), so a body without
-    either has no binary value (one with them, e.g. a map key "B", just goes the usual way, as does
-    every error)."""
+    holds a binary attribute (`may_hold_binary`: a body that may, e.g. one with a map key "B", just
+    goes the usual way, as does every error)."""
 
     SHAPES = frozenset({"QueryOutput", "ScanOutput", "GetItemOutput"})
 
     def _handle_json_body(self, raw_body, shape):
         if (shape is not None and shape.name in self.SHAPES and raw_body
-                and b'"B":' not in raw_body and b'"BS":' not in raw_body):
+                and not may_hold_binary(raw_body)):
             return json.loads(raw_body)
         return super()._handle_json_body(raw_body, shape)
 

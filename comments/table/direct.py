@@ -31,6 +31,13 @@ TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
 
 
+def may_hold_binary(body: bytes) -> bool:
+    """Whether a DynamoDB JSON body may hold a binary value (B/BS: base64 on the wire, bytes once
+    botocore has parsed it). Such a value is written `"B":` or `"BS":`; inside a string those quotes
+    would be escaped (`\\"B\\":`), so a body without either has none."""
+    return b'"B":' in body or b'"BS":' in body
+
+
 class DirectReads:
     """Query on a botocore DynamoDB client's endpoint, region and timeouts, signed with `credentials`
     (botocore Credentials, refreshable or not; None: every call goes through the client, which
@@ -80,7 +87,7 @@ class DirectReads:
                 raise EndpointConnectionError(endpoint_url=self.url, error=exc) from exc
             return self.retry_client
         body = response.data
-        if response.status != 200 or b'"B":' in body or b'"BS":' in body:
+        if response.status != 200 or may_hold_binary(body):
             return self.client
         crc = response.headers.get("x-amz-crc32")
         if crc is not None and int(crc) != zlib.crc32(body):
