@@ -95,10 +95,17 @@ def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpRespon
     return HttpResponse(html)
 
 
+# The request headers `condition` compares (If-None-Match, If-Modified-Since, If-Match, If-Unmodified-Since).
+VALIDATORS = ("HTTP_IF_NONE_MATCH", "HTTP_IF_MODIFIED_SINCE", "HTTP_IF_MATCH", "HTTP_IF_UNMODIFIED_SINCE")
+
+
 def unchanged_response(request, *, etag: str, last_modified: datetime | None) -> HttpResponse | None:
     """The 304 (or 412) that Django's documented `condition` decorator answers when the request's
     validators match the page's, else None: the page must be rendered. No `last_modified` (the
-    catalogue): the ETag alone decides."""
+    catalogue): the ETag alone decides. A request without validators (a crawler's first visit) has
+    nothing to compare."""
+    if not any(name in request.META for name in VALIDATORS):
+        return None
     proceed = HttpResponse()
 
     @condition(etag_func=lambda request: etag, last_modified_func=lambda request: last_modified)

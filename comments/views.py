@@ -137,7 +137,7 @@ def product_detail(request, sku):
             "page_obj": page,
             "archive": archive,
             "landing": landing,
-            "comments": [comment.for_template() for comment in page.object_list],
+            "comments": page.object_list,
             "pager": pager,
             "previous_url": previous_url,
             "next_url": next_url,

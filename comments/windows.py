@@ -144,14 +144,27 @@ def recent_newest_sk(group: str) -> str | None:
     return newest
 
 
+# This process's product rows, like the windows: no unpickling of a model instance per request.
+_local_products = LocalMemo(limit=1024)
+
+
 def product_for_page(*, sku: str) -> Product | None:
     """The product a page shows, shared by its requests for COMMENTS_FAST_CACHE_SECONDS like the
-    fast window (an edit shows within that): most page views then need no database connection."""
+    fast window (an edit shows within that), in this process and in Django's cache: most page views
+    then need no database connection."""
     seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    if not seconds:
+        return Product.objects.filter(sku=sku).first()
     key = f"comments:product:{hashlib.sha1(sku.encode()).hexdigest()}"
-    product = cache.get(key) if seconds else None
+    now = time.monotonic()
+    found = _local_products.get_many([key], now)
+    if key in found:
+        return found[key]
+    product = cache.get(key)
     if product is None:
         product = Product.objects.filter(sku=sku).first()
-        if seconds and product is not None:
+        if product is not None:
             cache.set(key, product, seconds)
+    if product is not None:
+        _local_products.set_many({key: product}, now + seconds)
     return product

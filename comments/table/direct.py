@@ -1,34 +1,43 @@
 """The page path's Query, sent as one signed HTTP request instead of through botocore's pipeline.
 
-A 21-item Query through a botocore client costs about twice the CPU of the same request signed with
-botocore's own SigV4 signer and sent on a kept-alive urllib3 connection (docs/performance.md): most
-of the difference is botocore's per-call machinery (about ten events, endpoint rules, the
-User-Agent, request objects built twice), not the signing. Product pages make one or two Queries
-each, so this is a sizeable part of a deep page's CPU.
+A 21-item Query through a botocore client costs several times the CPU of the same request signed
+once (comments/table/signing.py) and sent on a kept-alive `http.client` connection
+(docs/performance.md): botocore's per-call machinery (about ten events, endpoint rules, request
+objects built twice, the signing key derived afresh) and urllib3's (a header dict and response object
+of its own, a liveness poll of the socket before every reuse) cost more than the HTTP itself. Product
+pages make one Query each, so this is a sizeable part of a deep page's CPU.
 
 Only the happy path is done here. One attempt, and any answer but a 200 whose body is plain JSON
 (an error, a throttle, a CRC32 mismatch, a binary attribute) makes the same call again through the
 botocore client, which retries, parses errors and raises exactly as before (so `store_errors` turns a
 real failure into StoreUnavailable). When the attempt got no answer at all (a timeout, a refused or
 dropped connection), it counts as the first of DYNAMODB_MAX_ATTEMPTS: the call goes to a client
-allowed one attempt fewer (`retry_client`, built on first need; None: no attempt is left), so a dead DynamoDB still
-becomes a 503 within the same time as before. The signing, the credentials (refreshed as botocore
-refreshes them), the region, the endpoint and the timeouts are the botocore client's own.
+allowed one attempt fewer (`retry_client`, built on first need; None: no attempt is left), so a dead
+DynamoDB still becomes a 503 within the same time as before. A kept-alive connection that the server
+closed while it sat idle is not such a failure: the Query is sent again at once on a new one.
+The credentials (refreshed as botocore refreshes them), the region, the endpoint and the timeouts
+are the botocore client's own.
 """
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import threading
 import zlib
+from collections import deque
+from dataclasses import dataclass
 from typing import Callable
+from urllib.parse import urlsplit
 
-import urllib3
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.exceptions import EndpointConnectionError
+
+from comments.table.signing import RequestSigner
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
+# What a kept-alive connection closed by the server meanwhile raises when it is used again.
+IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
 def may_hold_binary(body: bytes) -> bool:
@@ -36,6 +45,72 @@ def may_hold_binary(body: bytes) -> bool:
     botocore has parsed it). Such a value is written `"B":` or `"BS":`; inside a string those quotes
     would be escaped (`\\"B\\":`), so a body without either has none."""
     return b'"B":' in body or b'"BS":' in body
+
+
+@dataclass(frozen=True)
+class SignedRequest:
+    method: str
+    url: str
+    data: bytes
+    headers: dict[str, str]
+
+
+class Connections:
+    """Kept-alive HTTP/1.1 connections to one endpoint: taken by one thread for one request and put
+    back (at most `maxsize` idle ones are kept). The read timeout applies to every answer."""
+
+    def __init__(self, url: str, *, connect_timeout: float, read_timeout: float, maxsize: int):
+        parts = urlsplit(url)
+        self.secure = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port
+        self.connect_timeout, self.read_timeout, self.maxsize = connect_timeout, read_timeout, maxsize
+        self._context = ssl.create_default_context() if self.secure else None
+        self._idle: deque[http.client.HTTPConnection] = deque()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.secure:
+            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.connect_timeout,
+                                                     context=self._context)
+        else:
+            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
+        connection.connect()
+        connection.sock.settimeout(self.read_timeout)
+        return connection
+
+    def post(self, headers: dict[str, str], body: bytes) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """(status, headers, body) of a POST to "/". Raises OSError or http.client.HTTPException when
+        no answer came."""
+        try:
+            connection, reused = self._idle.pop(), True
+        except IndexError:
+            connection, reused = self._connect(), False
+        try:
+            try:
+                response, data = self._exchange(connection, headers, body)
+            except IDLE_CLOSED:
+                if not reused:
+                    raise
+                connection.close()  # the server closed it while it sat idle: nothing was answered
+                connection = self._connect()
+                response, data = self._exchange(connection, headers, body)
+        except BaseException:
+            connection.close()
+            raise
+        if response.will_close or len(self._idle) >= self.maxsize:
+            connection.close()
+        else:
+            self._idle.append(connection)
+        return response.status, response.headers, data
+
+    @staticmethod
+    def _exchange(connection, headers, body) -> tuple[http.client.HTTPResponse, bytes]:
+        connection.request("POST", "/", body=body, headers=headers)
+        response = connection.getresponse()
+        return response, response.read()
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop().close()
 
 
 class DirectReads:
@@ -53,10 +128,9 @@ class DirectReads:
         config = meta.config
         self.url = meta.endpoint_url.rstrip("/") + "/"
         self.region = meta.region_name
-        self._credentials = credentials
-        self.pool = urllib3.connection_from_url(
-            self.url, maxsize=config.max_pool_connections, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout))
+        self.signer = RequestSigner(credentials, self.region, self.url) if credentials is not None else None
+        self.connections = Connections(self.url, connect_timeout=config.connect_timeout,
+                                       read_timeout=config.read_timeout, maxsize=config.max_pool_connections)
         self.fallbacks = 0  # calls that went through botocore instead (tests and benchmarks read it)
 
     @property
@@ -67,29 +141,26 @@ class DirectReads:
                     self._retry_client = self._make_retry_client()
         return self._retry_client
 
-    def signed_request(self, operation: str, params: dict) -> AWSRequest:
+    def signed_request(self, operation: str, params: dict, amz_date: str | None = None) -> SignedRequest:
         """The request botocore would send for `operation` (tests compare the two)."""
-        request = AWSRequest(method="POST", url=self.url, data=json.dumps(params, separators=(",", ":")).encode(),
-                             headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation})
-        SigV4Auth(self._credentials.get_frozen_credentials(), "dynamodb", self.region).add_auth(request)
-        return request
+        body = json.dumps(params, separators=(",", ":")).encode()
+        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
+        return SignedRequest("POST", self.url, body, self.signer.headers(headers, body, amz_date))
 
     def _send(self, operation: str, params: dict):
         """The parsed answer; else the botocore client that must make this call."""
-        if self._credentials is None:
+        if self.signer is None:
             return self.client
         request = self.signed_request(operation, params)
         try:
-            response = self.pool.urlopen("POST", self.url, body=request.data, headers=dict(request.headers.items()),
-                                          redirect=False, preload_content=True)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            status, headers, body = self.connections.post(request.headers, request.data)
+        except (http.client.HTTPException, OSError) as exc:
             if self.retry_client is None:
                 raise EndpointConnectionError(endpoint_url=self.url, error=exc) from exc
             return self.retry_client
-        body = response.data
-        if response.status != 200 or may_hold_binary(body):
+        if status != 200 or may_hold_binary(body):
             return self.client
-        crc = response.headers.get("x-amz-crc32")
+        crc = headers.get("x-amz-crc32")
         if crc is not None and int(crc) != zlib.crc32(body):
             return self.client
         return json.loads(body)

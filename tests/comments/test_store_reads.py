@@ -3,16 +3,24 @@ JSON (comments/table/client.py) and comment dates formatted from the SK's text (
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 from django.conf import settings
 from django.utils import dateformat
 
 from comments.store import Comment, format_sk, parse_sk, put_comments
 from comments.table.client import dynamodb, dynamodb_reads
+from comments.table.direct import CONTENT_TYPE, TARGET_PREFIX
+from comments.table.signing import RequestSigner
 from tests.factories import make_comments
 
 
@@ -167,6 +175,90 @@ def test_direct_query_sends_the_request_botocore_sends(comments_table):
     assert scheme == "AWS4-HMAC-SHA256" and credential.endswith(f"/{settings.DYNAMODB['REGION']}/dynamodb/aws4_request")
     assert {"host", "x-amz-date", "x-amz-target", "content-type"} <= headers
     assert signed(theirs)[1:] == (credential, headers)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8001/", "https://dynamodb.eu-west-1.amazonaws.com/",
+                                 "https://dynamodb.eu-west-1.amazonaws.com:443/", "http://localhost:80/"])
+@pytest.mark.parametrize("token", [None, "a-session-token"])
+def test_the_direct_signature_is_the_one_botocore_writes(monkeypatch, url, token):
+    """The whole Authorization header, at fixed times on two days (the day's signing key is kept and
+    must change with the day), with and without a session token, default ports and others."""
+    credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    signer = RequestSigner(credentials, "eu-west-1", url)
+    body = json.dumps({"TableName": "comments", "Limit": 21}).encode()
+    for moment in (datetime(2024, 3, 5, 13, 4, 5), datetime(2024, 3, 5, 23, 59, 59), datetime(2024, 3, 6, 0, 0, 1)):
+        monkeypatch.setattr("botocore.auth.get_current_datetime", lambda moment=moment: moment)
+        theirs = AWSRequest(method="POST", url=url, data=body,
+                            headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + "Query"})
+        SigV4Auth(credentials, "dynamodb", "eu-west-1").add_auth(theirs)
+        ours = signer.headers({"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + "Query"}, body,
+                              moment.strftime("%Y%m%dT%H%M%SZ"))
+        assert ours["Authorization"] == theirs.headers["Authorization"]
+        assert ours["X-Amz-Date"] == theirs.headers["X-Amz-Date"]
+        assert ours.get("X-Amz-Security-Token") == theirs.headers.get("X-Amz-Security-Token")
+        assert ours["Host"] == urlsplit(url).netloc.removesuffix(":443").removesuffix(":80")
+
+
+def read_message(connection: socket.socket) -> bytes:
+    """One HTTP/1.1 message (headers and a Content-Length body) from a socket; b"" if it closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+class IdleClosingRelay:
+    """A TCP relay to DynamoDB Local that answers one request per connection and then closes it without
+    saying so, as a server whose keep-alive timeout strikes while the connection sits idle."""
+
+    def __init__(self, upstream: str):
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname, parts.port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        with client, socket.create_connection(self.upstream) as upstream:
+            upstream.sendall(read_message(client))
+            client.sendall(read_message(upstream))
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_connection_closed_while_idle_is_replaced_not_counted_as_a_failure(comments_table, settings):
+    """The Query goes again at once on a new connection: no fallback to botocore, no attempt used up."""
+    put_comments(make_comments("READ-6", 3))
+    relay = IdleClosingRelay(settings.DYNAMODB["ENDPOINT_URL"])
+    try:
+        settings.DYNAMODB = {**settings.DYNAMODB, "ENDPOINT_URL": relay.url, "MAX_ATTEMPTS": 1}
+        reads = dynamodb_reads()
+        query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
+                 "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-6"}}}
+        for _ in range(3):
+            assert len(reads.query(**query)["Items"]) == 3
+        assert reads.fallbacks == 0 and relay.connections == 3
+    finally:
+        relay.close()
 
 
 def test_direct_query_leaves_errors_and_binary_values_to_botocore(comments_table):
