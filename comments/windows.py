@@ -168,3 +168,9 @@ def product_for_page(*, sku: str) -> Product | None:
     if product is not None:
         _local_products.set_many({key: product}, now + seconds)
     return product
+
+
+def clear_local_memos() -> None:
+    """Empty this process's memos (tests: what one test read must not serve the next)."""
+    for memo in (_local_windows, _local_counts, _local_newest, _local_products):
+        memo.clear()

@@ -94,6 +94,9 @@ def _no_fast_cache(settings):
     and a store that comes back is used at once (tests/shop/test_unavailable.py tests failing fast)."""
     settings.COMMENTS_FAST_CACHE_SECONDS = 0
     settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0
+    from comments.windows import clear_local_memos  # imports models: not before Django is set up
+
+    clear_local_memos()
 
 
 @pytest.fixture(scope="session")
