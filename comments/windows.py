@@ -4,7 +4,10 @@ after a write."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -16,6 +19,8 @@ from comments.store import Comment
 from comments.table.keys import product_groups, table_name
 from pagination_index import index
 from shop.models import Product
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,11 +46,13 @@ class LocalMemo:
         self.limit = limit
         self._items: dict[str, tuple[float, object]] = {}
 
-    def get_many(self, keys: Iterable[str], now: float) -> dict[str, object]:
+    def get_many(self, keys: Iterable[str], now: float, *, grace: float = 0.0) -> dict[str, object]:
+        """The values not yet expired at `now`; with `grace`, also those expired less than `grace`
+        seconds ago."""
         found = {}
         for key in keys:
             expires, value = self._items.get(key, (0.0, None))
-            if now < expires:
+            if now < expires + grace:
                 found[key] = value
         return found
 
@@ -66,15 +73,80 @@ class LocalMemo:
 _local_windows = LocalMemo(limit=1024)
 
 
+class WindowRefresher:
+    """Reads expired fast windows again off the request path: while one is read, requests keep
+    serving the one before (for at most COMMENTS_FAST_STALE_SECONDS past its expiry), so a page view
+    never waits on DynamoDB for a window it has. At most one read per window at a time; a window
+    dropped by a write meanwhile (`forget`) is not put back by a read that started before it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._under_way: set[str] = set()
+        self._generations: dict[str, int] = {}  # bumped by forget(): a read older than that is dropped
+
+    def start(self, group: str, key: str) -> None:
+        with self._lock:
+            if key in self._under_way:
+                return
+            self._under_way.add(key)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="window-refresh")
+            generation = self._generations.get(key, 0)
+            pool = self._pool
+        pool.submit(self._refresh, group, key, generation)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._generations[key] = self._generations.get(key, 0) + 1
+            if len(self._generations) > _local_windows.limit:
+                self._generations = {key: self._generations[key]}  # bounded like the windows
+
+    def _refresh(self, group: str, key: str, generation: int) -> None:
+        seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+        try:
+            window = cache.get(key)  # another process may have read it already
+            if window is None:
+                window = FastWindow(*store.newest(group, fast_window_size()))
+                if self._generations.get(key, 0) == generation:
+                    cache.set(key, window, seconds)
+            with self._lock:
+                if self._generations.get(key, 0) == generation:
+                    _local_windows.set_many({key: window}, time.monotonic() + seconds)
+        except Exception as exc:  # the old window serves until its grace is over; then a request reads it
+            logger.warning("fast window of %s not refreshed: %s", group, exc)
+        finally:
+            with self._lock:
+                self._under_way.discard(key)
+
+    def wait(self, timeout: float = 10.0) -> None:
+        """Until no refresh is under way (tests)."""
+        deadline = time.monotonic() + timeout
+        while self._under_way and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+
+refresher = WindowRefresher()
+
+
 def fast_windows(groups: Sequence[str]) -> list[FastWindow]:
     """Each group's newest comments: one Query per group (in parallel), shared for a few seconds by
     pages 1..FAST_PAGES of every filter that includes the group, in this process and in Django's
-    cache (shared with other processes when that is Redis)."""
+    cache (shared with other processes when that is Redis). A window expired less than
+    COMMENTS_FAST_STALE_SECONDS ago is served while a background thread reads it again."""
     seconds = settings.COMMENTS_FAST_CACHE_SECONDS
     keys = {group: _fast_cache_key(group) for group in groups}
     now = time.monotonic()
     local = _local_windows.get_many(keys.values(), now) if seconds else {}
     found = {group: local[keys[group]] for group in groups if keys[group] in local}
+    expired = [group for group in groups if group not in found]
+    if seconds and expired and settings.COMMENTS_FAST_STALE_SECONDS:
+        stale = _local_windows.get_many([keys[group] for group in expired], now,
+                                        grace=settings.COMMENTS_FAST_STALE_SECONDS)
+        for group in expired:
+            if keys[group] in stale:
+                found[group] = stale[keys[group]]
+                refresher.start(group, keys[group])
     rest = [group for group in groups if group not in found]
     cached = cache.get_many([keys[group] for group in rest]) if seconds and rest else {}
     missing = [group for group in rest if keys[group] not in cached]
@@ -92,6 +164,7 @@ def forget_fast_window(sku: str) -> None:
     """Drop a product's cached windows and counts, its rating groups' included (after a write)."""
     keys = [_fast_cache_key(group) for group in product_groups(sku)]
     for key in keys:
+        refresher.forget(key)
         _local_windows.pop(key)
         _local_counts.pop(key)
         _local_newest.pop(key)

@@ -291,6 +291,9 @@ else:
 CACHES = {"default": _default_cache}
 # Pages 1..FAST_PAGES share one Query result, and their counts, for this many seconds (0 disables).
 COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
+# A window expired less than this many seconds ago is still served while a background thread reads it
+# again, so no page view waits on DynamoDB for a window its process has (0: the request reads it).
+COMMENTS_FAST_STALE_SECONDS = float(os.environ.get("COMMENTS_FAST_STALE_SECONDS", "10"))
 # Product pages' rendered HTML is kept for this many seconds, keyed by a digest of everything it
 # shows (never stale; 0 renders every request).
 COMMENTS_RENDERED_CACHE_SECONDS = int(os.environ.get("COMMENTS_RENDERED_CACHE_SECONDS", "60"))
