@@ -99,8 +99,9 @@ class WindowRefresher:
     def forget(self, key: str) -> None:
         with self._lock:
             self._generations[key] = self._generations.get(key, 0) + 1
-            if len(self._generations) > _local_windows.limit:
-                self._generations = {key: self._generations[key]}  # bounded like the windows
+            if len(self._generations) > _local_windows.limit:  # bounded like the windows, but for reads under way
+                self._generations = {name: number for name, number in self._generations.items()
+                                     if name == key or name in self._under_way}
 
     def _refresh(self, group: str, key: str, generation: int) -> None:
         seconds = settings.COMMENTS_FAST_CACHE_SECONDS

@@ -99,9 +99,11 @@ def test_no_grace_means_the_request_reads_it(window, settings, monkeypatch):
     assert len(fast_windows([SKU])[0].comments) == 6 and gate.threads == [threading.current_thread().name]
 
 
-def test_a_refresh_read_before_a_write_does_not_put_the_old_window_back(window, monkeypatch):
+@pytest.mark.parametrize("others_forgotten", [0, 1100], ids=["alone", "past-the-bound"])
+def test_a_refresh_read_before_a_write_does_not_put_the_old_window_back(window, monkeypatch, others_forgotten):
     """A post drops the window (forget_fast_window) while a refresh that read before it is under way:
-    the refresh's result is dropped too, here and in Django's cache."""
+    the refresh's result is dropped too, here and in Django's cache; also when so many other windows
+    were dropped meanwhile that the refresher trimmed what it remembers of them."""
     gate = Gate(monkeypatch, hold="after")
     assert fast_windows([SKU])[0] is window
     assert gate.held.wait(10)  # the refresh has read the table: 6 comments
@@ -109,6 +111,8 @@ def test_a_refresh_read_before_a_write_does_not_put_the_old_window_back(window, 
                      body="Posted while the refresh was under way", rating=4)
     put_comments([latest])
     forget_fast_window(SKU)  # what comment_create does after its write
+    for number in range(others_forgotten):
+        windows.refresher.forget(f"another-window-{number}")
     gate.opened.set()
     windows.refresher.wait()
     assert cache.get(_fast_cache_key(SKU)) is None
