@@ -21,7 +21,7 @@ keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
 # finishes its requests before it exits: no connection is dropped (measured in docs/performance.md).
 # A new worker starts cold (imports, empty per-process caches, templates to compile): at 20,000 a
 # 2-core box serving 5,000 pages/s recycled each worker every 20 s, and hot p99 went from 15-37 ms to
-# 82-383 ms (docs/performance.md, "Worker recycling").
+# 82-383 ms (docs/performance.md, "The hot tail, explained and ended").
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
 max_requests_jitter = max_requests // 10
 # Proxies whose X-Forwarded-* headers gunicorn trusts (comma-separated addresses, or *).

@@ -157,7 +157,7 @@ def warm(port: int, paths_file: Path, connections: int, timeout: int) -> None:
     """A few requests one by one (a failing page stops the run with its path), then WARM_SECONDS of the
     same load unmeasured: every worker and thread has compiled its templates and opened its
     connections before the figures start. (30 requests on one connection, as before, left most of the
-    5 workers cold: their first requests, 0.1-0.8 s each, were a third of the hot mix's p99.)"""
+    5 workers cold: their first requests, 0.1-0.8 s each, fell inside the measured run.)"""
     paths = paths_file.read_text().split()
     for path in random.sample(paths, min(len(paths), 30)):
         try:
