@@ -108,10 +108,6 @@ class Connections:
         response = connection.getresponse()
         return response, response.read()
 
-    def close(self) -> None:
-        while self._idle:
-            self._idle.pop().close()
-
 
 class DirectReads:
     """Query on a botocore DynamoDB client's endpoint, region and timeouts, signed with `credentials`
