@@ -34,16 +34,76 @@ def dynamodb_local():
 
 
 @pytest.fixture(scope="session")
-def dynamodb_settings(dynamodb_local):
+def dynamodb_settings(request, dynamodb_local):
+    """settings.DYNAMODB on the session's DynamoDB Local; with STRICT_DYNAMODB=1 in the environment,
+    on the strict endpoint in front of it (with its credentials and CA in the environment) instead."""
     from django.conf import settings
 
-    config = dict(settings.DYNAMODB, ENDPOINT_URL=dynamodb_local.endpoint_url)
+    if not STRICT_SUITE:
+        config = dict(settings.DYNAMODB, ENDPOINT_URL=dynamodb_local.endpoint_url)
+        with override_settings(DYNAMODB=config):
+            yield config
+        return
+    endpoint = request.getfixturevalue("strict_endpoint")
+    with pytest.MonkeyPatch.context() as patch:
+        _strict_environment(patch, endpoint)
+        config = dict(settings.DYNAMODB, ENDPOINT_URL=endpoint.url)
+        with override_settings(DYNAMODB=config):
+            yield config
+
+
+# --- The strict DynamoDB endpoint (stack/strict_endpoint/, docs/testing.md) ---------------------------
+STRICT_SUITE = os.environ.get("STRICT_DYNAMODB", "").lower() in {"1", "true", "yes"}
+# Seconds a table created through the endpoint stays CREATING in tests: long enough that every
+# create_tables() meets the CREATING state, short enough not to slow the suite (AWS: often longer).
+STRICT_CREATING_SECONDS = 0.5
+
+
+@pytest.fixture(scope="session")
+def strict_endpoint(dynamodb_local, tmp_path_factory):
+    """The strict endpoint in front of the session's DynamoDB Local: TLS (`.ca_bundle`), SigV4 checked
+    against the credentials it knows (`.access_key_id`/`.secret_access_key`, principal "default"), and
+    an admin API (`.admin_url`; StrictEndpoint's methods) for faults, meter, request log and policies."""
+    from stack.strict_endpoint import StrictEndpoint
+
+    folder = tmp_path_factory.mktemp("strict-endpoint")
+    endpoint = StrictEndpoint(dynamodb_local.endpoint_url, config={"creating_seconds": STRICT_CREATING_SECONDS},
+                              state_dir=folder, log_path=folder / "endpoint.log").start()
+    yield endpoint
+    endpoint.stop()
+
+
+def _strict_environment(patch: pytest.MonkeyPatch, endpoint) -> None:
+    """The environment of a process that uses real-shaped credentials the endpoint knows, and trusts
+    its CA; nothing else that botocore's credential chain would pick first."""
+    for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"):
+        patch.delenv(name, raising=False)
+    for name, value in endpoint.env().items():
+        patch.setenv(name, value)
+
+
+@pytest.fixture
+def strict_dynamodb_settings(strict_endpoint, monkeypatch):
+    """Like dynamodb_settings, for one test: DYNAMODB["ENDPOINT_URL"] is the strict endpoint, AWS_CA_BUNDLE
+    its CA and the environment holds its default credentials (AKIA..., 40-character secret). The endpoint
+    starts the test as configured at start-up (no faults or policies; meter and request log empty).
+    Request it before `comments_table` (or with `pytest.mark.usefixtures`) so the table is made through it."""
+    from django.conf import settings
+
+    strict_endpoint.reset()
+    _strict_environment(monkeypatch, strict_endpoint)
+    config = dict(settings.DYNAMODB, ENDPOINT_URL=strict_endpoint.url)
     with override_settings(DYNAMODB=config):
         yield config
 
 
 def _table(dynamodb_settings):
-    config = dict(dynamodb_settings, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
+    """A table of its own on whatever endpoint settings.DYNAMODB names now (the strict one when a test
+    asked for strict_dynamodb_settings first)."""
+    from django.conf import settings
+
+    config = dict(settings.DYNAMODB, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
     with override_settings(DYNAMODB=config):
         create_tables()
         try:

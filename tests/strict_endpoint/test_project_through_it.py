@@ -1,0 +1,48 @@
+"""The project's own DynamoDB paths through the strict endpoint: numbered pages (fast and index paths,
+comments written with BatchWriteItem), signed only with the credentials configured; and the DynamoDB
+index backend, which signs with "local"/"local" (issue 27, item 1: the aws-clients fix makes the
+xfail below pass)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.core.management import call_command
+
+from tests import factories
+from tests.pages import parse
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("strict_dynamodb_settings")]
+SKU = "STRICT-1"
+
+
+def test_numbered_pages_through_the_strict_endpoint(client, comments_table, strict_endpoint):
+    comments = factories.seed(SKU, 250, seed=3)
+    product = factories.product(SKU)
+    call_command("rebuild_index", product=[SKU], verbosity=0)
+    for number, served_by in ((1, "fast"), (12, "index")):
+        response = client.get(product.get_absolute_url() + (f"?page={number}" if number > 1 else ""))
+        assert response.status_code == 200
+        assert response.context_data["page_obj"].served_by == served_by
+        page = parse(response.content.decode())
+        assert [pk for pk, _ in page["comments"]] == [c.pk for c in comments[(number - 1) * 20:number * 20]]
+    attempts = strict_endpoint.requests()
+    assert {entry["operation"] for entry in attempts} >= {"CreateTable", "BatchWriteItem", "Query"}
+    assert {entry["key_id"] for entry in attempts} == {strict_endpoint.access_key_id}
+    assert all(entry["status"] == 200 for entry in attempts)
+
+
+@pytest.mark.xfail(strict=True, reason="the DynamoDB index backend signs with the keys local/local, which "
+                   "AWS refuses (issue 27 item 1; the aws-clients branch fixes it)")
+def test_the_dynamodb_index_backend_uses_the_configured_credentials(strict_dynamodb_settings):
+    from pagination_index.backends.dynamodb import DynamoDBIndex
+
+    index = DynamoDBIndex({"ENDPOINT_URL": strict_dynamodb_settings["ENDPOINT_URL"],
+                           "TABLE": f"pidx-{uuid.uuid4().hex[:12]}", "PAGE_SIZE": 3})
+    index.create_table()
+    try:
+        index.add_many("G", [(f"m{i}", f"2020-01-01T00:00:0{i}.000000Z") for i in range(5)])
+        assert index.count("G") == 5
+    finally:
+        index.delete_table()
+        index.close()
