@@ -145,6 +145,22 @@ class StrictEndpoint:
             body["rotate_every"] = rotate_every
         return self.admin("PUT", f"/temporary-credentials/{name}", body)["url"]
 
+    def set_faults(self, rules: list[dict], *, seed: int = 0, latency: dict | None = None) -> None:
+        """Faults from now on (stack/strict_endpoint/faults.py); `set_faults([])` removes them."""
+        self.admin("PUT", "/faults", {"seed": seed, "rules": rules, "latency": latency or {}})
+
+    def set_policies(self, principal: str, policies: list[dict]) -> None:
+        """`principal`'s IAM identity policies from now on (a principal with none may do anything)."""
+        self.admin("PUT", f"/principals/{principal}", {"policies": policies})
+
+    def meter(self) -> dict:
+        """Read and write units: total, by_operation, by_resource (table or table/index/name), by_key_id,
+        by_request_id (X-Shop-Request-Id)."""
+        return self.admin("GET", "/meter")
+
+    def reset_meter(self) -> None:
+        self.admin("DELETE", "/meter")
+
     def requests(self, since: int = 0) -> list[dict]:
         return self.admin("GET", f"/requests?since={since}")
 

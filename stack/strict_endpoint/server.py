@@ -2,28 +2,45 @@
 logged, then answered as AWS would) and the admin API on plain HTTP (loopback only, another port)."""
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import socket
+import struct
 import time
 import zlib
 
 from aiohttp import web
 
-from stack.strict_endpoint import errors
-from stack.strict_endpoint.auth import CredentialStore
+from stack.strict_endpoint import errors, hooks
+from stack.strict_endpoint.auth import CredentialStore, Identity
 from stack.strict_endpoint.errors import AwsError
+from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
+from stack.strict_endpoint.iam import Policies, PolicyError
+from stack.strict_endpoint.metering import Meter, Metering, request_partitions
+from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
+from stack.strict_endpoint.tables import Tables
+from stack.strict_endpoint.throttle import PartitionThrottle
 from stack.strict_endpoint.upstream import Upstream
+
+WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+DESCRIPTIONS = {"DescribeTable", "CreateTable", "UpdateTable", "DeleteTable"}
 
 SERVICES = {"DynamoDB_20120810": "dynamodb", "DynamoDBStreams_20120810": "streams"}
 DEFAULTS = {
     "region": "us-east-1",
     "account": "123456789012",
     "clock_skew_seconds": 0.0,  # the endpoint's clock runs this far ahead of the machine's
+    "creating_seconds": 2.0,  # a new table (or a GSI added by UpdateTable) stays CREATING this long
+    "metering": True,  # read old items and price every request (off: a plain authenticated proxy)
+    "throttle": {},  # per-partition limits (throttle.py); {"enabled": false} turns them off
+    "faults": {},  # faults.py
+    "principals": {},  # {name: {"policies": [IAM policy documents]}}; none: everything allowed
 }
 # Settings the admin API may change while the endpoint runs (PATCH /config); POST /reset puts back
 # the start-up values.
-MUTABLE = {"clock_skew_seconds"}
+MUTABLE = {"clock_skew_seconds", "creating_seconds", "metering", "throttle", "faults", "principals"}
 
 
 class StrictEndpointServer:
@@ -38,6 +55,15 @@ class StrictEndpointServer:
         for name, options in self.config.get("temporary_credentials", {}).items():
             self.credentials.configure_issuer(name, **options)
         self.log = RequestLog()
+        self.meter = Meter()
+        self.tables = Tables(self.upstream)
+        self.metering = Metering(self.upstream, self.tables)
+        self.faults = Faults()
+        self.throttle = PartitionThrottle()
+        self.policies = Policies()
+        self.apply({key: self.config[key] for key in MUTABLE})
+        self.streams = hooks.build(self.config.get("streams"), self.upstream)
+        self.gsi_view = hooks.build(self.config.get("gsi_view"), self.upstream)
 
     def now(self) -> float:
         return time.time() + float(self.config["clock_skew_seconds"])
@@ -51,14 +77,19 @@ class StrictEndpointServer:
         service = SERVICES.get(prefix)
         entry = self.log.start(at=now, service=service or prefix, operation=operation, headers=request.headers)
         rid = errors.request_id()
+        headers: dict[str, str] = {}
         try:
             if service is None or request.method != "POST":
                 raise errors.unknown_operation()
             identity = self.credentials.authenticate(request.method, request.path_qs, request.headers, body, now)
             entry.key_id, entry.principal = identity.key_id, identity.principal
-            status, data, headers = await self.upstream.forward(service, operation, body)
-            if status != 200:
-                entry.error = _error_code(data)
+            try:
+                params = json.loads(body or b"{}")
+            except ValueError:
+                raise AwsError("SerializationException", "Start of structure or map found where not expected.") from None
+            status, data, headers = await self.answer(request, service, operation, params, body, identity, entry, now)
+            if status is None:  # the connection was reset
+                return web.Response()
         except AwsError as exc:
             status, data = exc.status, exc.body()
             headers = errors.json_headers(data, rid)
@@ -66,8 +97,85 @@ class StrictEndpointServer:
         entry.status = status
         entry.duration_ms = round((time.monotonic() - started) * 1000, 3)
         headers.setdefault("x-amzn-RequestId", rid)
-        headers.setdefault("x-amz-crc32", str(zlib.crc32(data)))
+        headers["x-amz-crc32"] = str(zlib.crc32(data))
         return web.Response(status=status, body=data, headers={**headers, "Content-Type": errors.JSON_CONTENT_TYPE})
+
+    async def answer(self, request, service, operation, params, body, identity: Identity, entry, now):
+        """(status, body, headers) of an authenticated request; status None when the connection was reset."""
+        region, account = self.config["region"], self.config["account"]
+        if service == "dynamodb":
+            tables = tables_of(operation, params)
+        else:
+            found = stream_label(params.get("StreamArn") or params.get("ShardIterator", ""))
+            tables = [found[0]] if found else []
+        entry.tables, entry.index = tables, params.get("IndexName")
+        self.policies.check(identity.principal, principal_arn(identity, account),
+                            requested_actions(service, operation, params, region=region, account=account))
+        if service == "dynamodb":
+            self.tables.check(operation, params, tables, now)
+        delay = self.faults.delay()
+        if delay:
+            await asyncio.sleep(delay)
+        rule = self.faults.pick(operation, tables)
+        held = None
+        if rule is not None:
+            entry.fault = rule.kind
+            if rule.kind in ANSWERED:
+                raise answered_error(rule.kind)
+            if rule.kind == "TransactionCanceled":
+                raise cancellation(rule, len(params.get("TransactItems", [])), self.faults.rng)
+            if rule.kind == "UnprocessedItems":
+                split = split_batch(operation, params, rule, self.faults.rng)
+                if split is None:
+                    raise answered_error("ProvisionedThroughputExceededException")
+                params, held = split
+                body = json.dumps(params).encode()
+            if rule.kind == "ConnectionReset" and not rule.after_forward:
+                _reset(request)
+                return None, b"", {}
+        if service == "streams" and self.streams is not None:
+            status, answer = await self.streams.handle(operation, params)
+            return status, json.dumps(answer).encode(), {}
+        metering = self.config["metering"] and service == "dynamodb"
+        old = await self.metering.before(operation, params) if metering and operation in WRITES else {}
+        if metering:
+            self.throttle.check(await request_partitions(self.tables, operation, params, old), now,
+                                lambda table, index: table_arn(region, account, table, index))
+        status, data, headers = await self.upstream.forward(service, operation, body)
+        answer = json.loads(data) if data else {}
+        changed = False
+        if status != 200:
+            entry.error = str(answer.get("__type", "")).rpartition("#")[2] or None
+        if held:
+            key = "UnprocessedItems" if operation == "BatchWriteItem" else "UnprocessedKeys"
+            answer.setdefault(key, {}).update(held)
+            changed = True
+        if metering:
+            charges = await self.metering.after(operation, params, status, answer, old, entry.error)
+            self.throttle.take(charges, now)
+            self.meter.record(operation=operation, key_id=identity.key_id,
+                              request_id=request.headers.get("X-Shop-Request-Id"), charges=charges)
+            entry.read_units = sum(c.read for c in charges)
+            entry.write_units = sum(c.write for c in charges)
+            if self.gsi_view is not None:
+                for charge in charges:
+                    if charge.change is not None and status == 200:
+                        self.gsi_view.record_write(charge.table, *charge.change, now)
+        if status == 200 and operation in DESCRIPTIONS:
+            changed |= self.tables.after(operation, params, answer, now, float(self.config["creating_seconds"]))
+            description = answer.get("Table") or answer.get("TableDescription")
+            if description and self.streams is not None and hasattr(self.streams, "table_description"):
+                self.streams.table_description(description)
+                changed = True
+        if status == 200 and operation == "Query" and params.get("IndexName") and self.gsi_view is not None:
+            answer = await self.gsi_view.adjust_query(params, answer)
+            changed = True
+        if rule is not None and rule.kind == "ConnectionReset":
+            _reset(request)
+            return None, b"", {}
+        if changed:
+            data = json.dumps(answer).encode()
+        return status, data, headers
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=32 * 1024 * 1024)
@@ -94,6 +202,11 @@ class StrictEndpointServer:
             ("GET", "/requests", self.admin_requests),
             ("DELETE", "/requests", self.admin_clear_requests),
             ("GET", "/requests/summary", self.admin_requests_summary),
+            ("GET", "/meter", self.admin_meter),
+            ("DELETE", "/meter", self.admin_reset_meter),
+            ("PUT", "/faults", self.admin_set_faults),
+            ("PUT", "/principals/{name}", self.admin_set_principal),
+            ("DELETE", "/principals/{name}", self.admin_remove_principal),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
@@ -112,16 +225,23 @@ class StrictEndpointServer:
         unknown = set(data) - MUTABLE
         if unknown:
             raise web.HTTPBadRequest(text=f"not settable while running: {sorted(unknown)}; settable: {sorted(MUTABLE)}")
-        self.apply(data)
-        return await self.admin_config(request)
+        return await self._patch(request, data)
 
     def apply(self, settings: dict) -> None:
+        """Validate and put in force settings of MUTABLE; ValueError names what is wrong."""
+        if "faults" in settings:
+            self.faults.configure(settings["faults"] or {})
+        if "throttle" in settings:
+            self.throttle.configure(settings["throttle"] or {})
+        if "principals" in settings:
+            self.policies = Policies(settings["principals"] or {})
         self.config.update(settings)
 
     async def admin_reset(self, request):
         """Start-up settings back, request log (and meter) emptied: what each test starts from."""
-        self.apply({key: copy.deepcopy(self.initial[key]) for key in MUTABLE if key in self.initial})
+        self.apply({key: copy.deepcopy(self.initial[key]) for key in MUTABLE})
         self.log.clear()
+        self.meter.reset()
         return web.json_response({"reset": True})
 
     async def admin_add_credentials(self, request):
@@ -176,6 +296,51 @@ class StrictEndpointServer:
 
     async def admin_requests_summary(self, request):
         return web.json_response(self.log.summary())
+
+
+    async def admin_meter(self, request):
+        return web.json_response(self.meter.snapshot())
+
+    async def admin_reset_meter(self, request):
+        self.meter.reset()
+        return web.json_response({"reset": True})
+
+    async def admin_set_faults(self, request):
+        """Body {"seed": n, "rules": [...], "latency": {...}} (faults.py); {} removes every fault."""
+        return await self._patch(request, {"faults": await _json(request)})
+
+    async def admin_set_principal(self, request):
+        """Body {"policies": [IAM policy documents]}: the principal's identity policies from now on."""
+        principals = {**self.config["principals"], request.match_info["name"]: await _json(request)}
+        return await self._patch(request, {"principals": principals})
+
+    async def admin_remove_principal(self, request):
+        principals = {k: v for k, v in self.config["principals"].items() if k != request.match_info["name"]}
+        return await self._patch(request, {"principals": principals})
+
+    async def _patch(self, request, settings: dict):
+        try:
+            self.apply(settings)
+        except (PolicyError, ValueError, TypeError, KeyError) as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        return await self.admin_config(request)
+
+
+def principal_arn(identity: Identity, account: str) -> str:
+    if identity.temporary:
+        return f"arn:aws:sts::{account}:assumed-role/{identity.principal}/{identity.issuer}"
+    return f"arn:aws:iam::{account}:user/{identity.principal}"
+
+
+def _reset(request: web.Request) -> None:
+    """Reset the TCP connection (RST, no answer): SO_LINGER 0, then abort."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
 
 
 def _container_document(identity, account: str) -> dict:
