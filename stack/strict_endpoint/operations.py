@@ -12,10 +12,10 @@ TRANSACT_WRITE_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "D
 ACCOUNT_WIDE = {"ListTables", "DescribeLimits", "DescribeEndpoints", "ListBackups", "ListGlobalTables",
                 "ListExports", "ListImports", "ListContributorInsights", "ListStreams"}
 STREAM_ARN = re.compile(r"arn:aws[\w-]*:dynamodb:[^:]*:[^:]*:table/([^/|]+)/stream/([^|/\s]+)")
-PARTIQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|EXISTS)\b.*?(?:FROM|INTO|UPDATE|DELETE\s+FROM)?\s*\"([^\"]+)\"",
-                     re.IGNORECASE | re.DOTALL)
+PARTIQL_VERB = re.compile(r"^\s*(?:EXISTS\s*\(\s*)?(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+PARTIQL_TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE)\s+\"([^\"]+)\"(?:\.\"([^\"]+)\")?", re.IGNORECASE)
 PARTIQL_ACTIONS = {"SELECT": "PartiQLSelect", "INSERT": "PartiQLInsert", "UPDATE": "PartiQLUpdate",
-                   "DELETE": "PartiQLDelete", "EXISTS": "PartiQLSelect"}
+                   "DELETE": "PartiQLDelete"}
 
 
 def table_arn(region: str, account: str, table: str, index: str | None = None) -> str:
@@ -36,9 +36,9 @@ def tables_of(operation: str, params: dict) -> list[str]:
     if operation in ("TransactWriteItems", "TransactGetItems"):
         names = [next(iter(item.values())).get("TableName") for item in params.get("TransactItems", [])]
         return list(dict.fromkeys(name for name in names if name))
-    if operation in ("ExecuteStatement",):
-        match = PARTIQL.match(params.get("Statement", ""))
-        return [match[2]] if match else []
+    if operation in ("ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"):
+        found = (PARTIQL_TABLE.search(statement) for statement in _statements(operation, params))
+        return list(dict.fromkeys(match[1] for match in found if match))
     if "TableName" in params:
         return [params["TableName"]]
     if "ResourceArn" in params and "table/" in params["ResourceArn"]:
@@ -65,12 +65,22 @@ def requested_actions(service: str, operation: str, params: dict, *, region: str
     if operation == "TransactGetItems":
         return list(dict.fromkeys(("dynamodb:GetItem", table_arn(region, account, item["Get"]["TableName"]))
                                   for item in params.get("TransactItems", [])))
-    if operation == "ExecuteStatement":
-        match = PARTIQL.match(params.get("Statement", ""))
-        if match:
-            return [(f"dynamodb:{PARTIQL_ACTIONS[match[1].upper()]}", table_arn(region, account, match[2]))]
-        return [("dynamodb:PartiQLSelect", "*")]
+    if operation in ("ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"):
+        pairs = []
+        for statement in _statements(operation, params):
+            verb, target = PARTIQL_VERB.match(statement), PARTIQL_TABLE.search(statement)
+            action = f"dynamodb:{PARTIQL_ACTIONS[verb[1].upper()]}" if verb else "dynamodb:PartiQLSelect"
+            pairs.append((action, table_arn(region, account, target[1], target[2]) if target else "*"))
+        return list(dict.fromkeys(pairs))
     index = params.get("IndexName") if operation in ("Query", "Scan") else None
     tables = tables_of(operation, params)
     return [(f"dynamodb:{operation}", table_arn(region, account, table, index)) for table in tables] or \
         [(f"dynamodb:{operation}", "*")]
+
+
+def _statements(operation: str, params: dict) -> list[str]:
+    """The PartiQL statements of a request (each is authorized as PartiQLSelect/Insert/Update/Delete)."""
+    if operation == "ExecuteStatement":
+        return [params.get("Statement", "")]
+    key = "Statements" if operation == "BatchExecuteStatement" else "TransactStatements"
+    return [entry.get("Statement", "") for entry in params.get(key, [])]
