@@ -12,9 +12,13 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from stack.dynamodb_local import ROOT, DynamoDBLocal, DynamoDBLocalError, is_up
+from stack.strict_endpoint import StrictEndpoint, StrictEndpointError
 
 VAR = Path(os.environ.get("SHOP_VAR_DIR", ROOT / "var")).resolve()  # as shop/settings.py reads it
 DYNAMODB_PORT = int(os.environ.get("DYNAMODB_LOCAL_PORT", "8001"))
+# STRICT_DYNAMODB=1: the site and sync_index reach DynamoDB Local through the strict endpoint
+# (stack/strict_endpoint/: TLS, SigV4 checks, AWS's errors), with credentials it issued.
+STRICT = os.environ.get("STRICT_DYNAMODB", "").lower() in {"1", "true", "yes"}
 WEB_ADDRESS = os.environ.get("WEB_ADDRESS", "127.0.0.1:8000")
 
 
@@ -82,7 +86,13 @@ def main() -> int:
         print(f"starting DynamoDB Local on 127.0.0.1:{DYNAMODB_PORT} (data in {VAR / 'dynamodb'})")
         database.start()
     children: list[subprocess.Popen] = []
+    strict = None
     try:
+        if STRICT:
+            strict = StrictEndpoint(env["DYNAMODB_ENDPOINT_URL"], log_path=VAR / "strict-endpoint.log").start()
+            env.update(strict.env())
+            print(f"strict endpoint {strict.url} in front of DynamoDB Local (admin {strict.admin_url}, "
+                  f"log {VAR / 'strict-endpoint.log'})", flush=True)
         prepare(env)
         print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index and DynamoDB Local)")
         children.append(start(["runserver", WEB_ADDRESS], env))
@@ -92,7 +102,7 @@ def main() -> int:
         return 1  # a child died on its own
     except KeyboardInterrupt:
         return 0
-    except (CommandError, DynamoDBLocalError) as exc:
+    except (CommandError, DynamoDBLocalError, StrictEndpointError) as exc:
         print(f"make run: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -100,6 +110,8 @@ def main() -> int:
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
         stop_children(children)
+        if strict:
+            strict.stop()
         if database:
             database.stop()
 

@@ -40,6 +40,21 @@ def answers(address: str) -> bool:
         connection.close()
 
 
+def assert_strict_endpoint_used(stdout: str) -> None:
+    import json
+    import re
+    import urllib.request
+
+    admin = re.search(r"strict endpoint https://\S+ in front of DynamoDB Local \(admin (http://[\d.:]+)", stdout)
+    assert admin, stdout
+    with urllib.request.urlopen(admin[1] + "/requests", timeout=5) as response:
+        attempts = json.loads(response.read())
+    assert {entry["operation"] for entry in attempts} >= {"DescribeTable", "DescribeStream"}
+    assert len({entry["key_id"] for entry in attempts}) == 1
+    # create_tables' CreateTable of the existing table is its ResourceInUseException; nothing else failed
+    assert {entry["error"] for entry in attempts} <= {None, "ResourceInUseException"}, attempts
+
+
 @pytest.fixture
 def stack_table(dynamodb_settings):
     """A comments table with a few comments, so stack.run's seed_demo (--if-empty) writes nothing."""
@@ -53,8 +68,11 @@ def stack_table(dynamodb_settings):
             delete_tables()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill-group"])
-def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, tmp_path, signum):
+@pytest.mark.parametrize("signum, strict", [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["ctrl-c", "kill-group", "ctrl-c-strict-endpoint"])
+def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, tmp_path, signum, strict):
+    """With STRICT_DYNAMODB=1 the site and sync_index also work through the strict endpoint: every
+    request it saw was signed with the one key it knows, and none was refused."""
     web = f"127.0.0.1:{free_port()}"
     env = {
         "PATH": os.environ["PATH"],
@@ -66,6 +84,8 @@ def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, t
         "WEB_ADDRESS": web,
         "SYNC_INDEX_POLL_SECONDS": "0.2",
     }
+    if strict:
+        env["STRICT_DYNAMODB"] = "1"
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         process = subprocess.Popen([sys.executable, "-m", "stack.run"], cwd=ROOT, env=env, stdout=stdout,
@@ -80,6 +100,8 @@ def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, t
             time.sleep(0.3)
         processes = descendants(process.pid)
         assert len(processes) >= 4, processes  # stack.run, runserver and its autoreloaded child, sync_index
+        if strict:
+            assert_strict_endpoint_used(out.read_text())
 
         os.killpg(process.pid, signum)
         assert process.wait(30) == 0, err.read_text()
