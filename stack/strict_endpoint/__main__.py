@@ -41,7 +41,7 @@ async def serve(args: argparse.Namespace) -> None:
     admin = web.TCPSite(runners[1], args.host, args.admin_port)
     await api.start()
     await admin.start()
-    ports = {"port": _port(api), "admin_port": _port(admin), "ca_bundle": str(ca)}
+    ports = {"port": runners[0].addresses[0][1], "admin_port": runners[1].addresses[0][1], "ca_bundle": str(ca)}
     (state / "ports.json").write_text(json.dumps(ports))
     print(f"strict endpoint: https://{args.host}:{ports['port']} (CA {ca}), admin http://{args.host}:"
           f"{ports['admin_port']}, in front of {args.upstream}", flush=True)
@@ -52,10 +52,6 @@ async def serve(args: argparse.Namespace) -> None:
     await stop.wait()
     for runner in reversed(runners):
         await runner.cleanup()
-
-
-def _port(site: web.TCPSite) -> int:
-    return site._server.sockets[0].getsockname()[1]
 
 
 def main(argv=None) -> int:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 ATTEMPT = re.compile(r"attempt=(\d+)(?:;\s*max=(\d+))?")
-KEEP = 200_000  # entries kept (oldest dropped first)
+KEEP = 100_000  # entries kept (oldest dropped first): a few tens of MB
 
 
 @dataclass
@@ -32,7 +32,6 @@ class Attempt:
     duration_ms: float = 0.0
     read_units: float = 0.0
     write_units: float = 0.0
-    details: dict = field(default_factory=dict)
 
 
 class RequestLog:

@@ -10,10 +10,11 @@ import struct
 import time
 import zlib
 
+import aiohttp
 from aiohttp import web
 
 from stack.strict_endpoint import errors, hooks
-from stack.strict_endpoint.auth import CredentialStore, Identity
+from stack.strict_endpoint.auth import CredentialStore, Identity, new_key_id, new_secret
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
 from stack.strict_endpoint.iam import Policies, PolicyError
@@ -141,8 +142,16 @@ class StrictEndpointServer:
         if metering:
             self.throttle.check(await request_partitions(self.tables, operation, params, old), now,
                                 lambda table, index: table_arn(region, account, table, index))
-        status, data, headers = await self.upstream.forward(service, operation, body)
-        answer = json.loads(data) if data else {}
+        try:
+            status, data, headers = await self.upstream.forward(service, operation, body)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            # DynamoDB Local is down or hung: what a client of AWS sees of an outage.
+            raise AwsError("ServiceUnavailable", f"Service unavailable ({type(exc).__name__})", status=503) from None
+        try:
+            answer = json.loads(data) if data else {}
+        except ValueError:  # not DynamoDB's JSON: passed on as it came, unmetered
+            entry.error = f"HTTP {status}" if status != 200 else None
+            return status, data, headers
         changed = False
         if status != 200:
             entry.error = str(answer.get("__type", "")).rpartition("#")[2] or None
@@ -246,8 +255,6 @@ class StrictEndpointServer:
 
     async def admin_add_credentials(self, request):
         """Body {"principal": ..., "access_key_id"?: ..., "secret_access_key"?: ...}; new ones if omitted."""
-        from stack.strict_endpoint.auth import new_key_id, new_secret
-
         data = await _json(request)
         identity = self.credentials.add_static(data.get("access_key_id") or new_key_id("AKIA"),
                                                data.get("secret_access_key") or new_secret(),

@@ -8,6 +8,7 @@ not be specified correctly, or its status might not be ACTIVE"), UpdateTable/Del
 ResourceInUseException, and Query/Scan on a backfilling GSI with ValidationException."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from stack.strict_endpoint.errors import AwsError
@@ -16,6 +17,9 @@ from stack.strict_endpoint.upstream import Upstream, UpstreamError
 CONTROL_PLANE = {"CreateTable", "DeleteTable", "DescribeTable", "UpdateTable", "ListTables", "DescribeTimeToLive",
                  "UpdateTimeToLive", "TagResource", "UntagResource", "ListTagsOfResource", "DescribeLimits",
                  "DescribeEndpoints", "DescribeContinuousBackups", "UpdateContinuousBackups"}
+# A schema is described again after this long, in case the table changed behind the endpoint's back
+# (created or given a GSI on DynamoDB Local directly).
+SCHEMA_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -45,25 +49,28 @@ class Schema:
 class Tables:
     def __init__(self, upstream: Upstream):
         self.upstream = upstream
-        self._schemas: dict[str, Schema] = {}
+        self._schemas: dict[str, tuple[float, Schema]] = {}
         self._table_ready: dict[str, float] = {}
         self._index_ready: dict[tuple[str, str], float] = {}
 
     async def schema(self, table: str) -> Schema | None:
-        if table not in self._schemas:
-            try:
-                description = (await self.upstream.call("DescribeTable", {"TableName": table}))["Table"]
-            except UpstreamError:
-                return None
-            keys = tuple(k["AttributeName"] for k in sorted(description["KeySchema"], key=lambda k: k["KeyType"]))
-            indexes = {}
-            for gsi in description.get("GlobalSecondaryIndexes", []):
-                projection = gsi.get("Projection", {})
-                indexes[gsi["IndexName"]] = Index(
-                    gsi["IndexName"], tuple(k["AttributeName"] for k in sorted(gsi["KeySchema"], key=lambda k: k["KeyType"])),
-                    projection.get("ProjectionType", "ALL"), tuple(projection.get("NonKeyAttributes", ())))
-            self._schemas[table] = Schema(table, keys, indexes)
-        return self._schemas[table]
+        kept = self._schemas.get(table)
+        if kept is not None and time.monotonic() - kept[0] < SCHEMA_SECONDS:
+            return kept[1]
+        try:
+            description = (await self.upstream.call("DescribeTable", {"TableName": table}))["Table"]
+        except UpstreamError:
+            return None
+        keys = tuple(k["AttributeName"] for k in sorted(description["KeySchema"], key=lambda k: k["KeyType"]))
+        indexes = {}
+        for gsi in description.get("GlobalSecondaryIndexes", []):
+            projection = gsi.get("Projection", {})
+            indexes[gsi["IndexName"]] = Index(
+                gsi["IndexName"], tuple(k["AttributeName"] for k in sorted(gsi["KeySchema"], key=lambda k: k["KeyType"])),
+                projection.get("ProjectionType", "ALL"), tuple(projection.get("NonKeyAttributes", ())))
+        schema = Schema(table, keys, indexes)
+        self._schemas[table] = (time.monotonic(), schema)
+        return schema
 
     def forget(self, table: str) -> None:
         self._schemas.pop(table, None)
