@@ -454,3 +454,33 @@ async def request_partitions(tables: Tables, operation: str, params: dict, old: 
             if schema:
                 await write(body["TableName"], body.get("Key") or schema.key_of(body.get("Item", {})), body.get("Item"))
     return [p for p in dict.fromkeys(found) if p[3] is not None]
+
+
+SINGLE_TABLE = {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"}
+
+
+def consumed_capacity(operation: str, mode: str, charges: list[Charge]) -> dict | list | None:
+    """The ConsumedCapacity member AWS returns for ReturnConsumedCapacity=TOTAL or INDEXES, from the
+    endpoint's own charges (DynamoDB Local's figures are not AWS's): one entry per table, with the
+    table's and each GSI's share under INDEXES."""
+    if mode not in ("TOTAL", "INDEXES"):
+        return None
+    tables: dict[str, dict] = {}
+    for charge in charges:
+        entry = tables.setdefault(charge.table, {"TableName": charge.table, "CapacityUnits": 0.0,
+                                                 "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 0.0})
+        entry["CapacityUnits"] += charge.read + charge.write
+        entry["ReadCapacityUnits"] += charge.read
+        entry["WriteCapacityUnits"] += charge.write
+        if mode == "INDEXES":
+            part = entry.setdefault("Table", {"CapacityUnits": 0.0, "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 0.0}) \
+                if charge.index is None else \
+                entry.setdefault("GlobalSecondaryIndexes", {}).setdefault(
+                    charge.index, {"CapacityUnits": 0.0, "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 0.0})
+            part["CapacityUnits"] += charge.read + charge.write
+            part["ReadCapacityUnits"] += charge.read
+            part["WriteCapacityUnits"] += charge.write
+    entries = list(tables.values())
+    if operation in SINGLE_TABLE:
+        return entries[0] if entries else None
+    return entries

@@ -18,7 +18,7 @@ from stack.strict_endpoint.auth import CredentialStore, Identity, new_key_id, ne
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
 from stack.strict_endpoint.iam import Policies, PolicyError
-from stack.strict_endpoint.metering import Meter, Metering, request_partitions
+from stack.strict_endpoint.metering import Meter, Metering, consumed_capacity, request_partitions
 from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
 from stack.strict_endpoint.tables import Tables
@@ -166,6 +166,13 @@ class StrictEndpointServer:
                               request_id=request.headers.get("X-Shop-Request-Id"), charges=charges)
             entry.read_units = sum(c.read for c in charges)
             entry.write_units = sum(c.write for c in charges)
+            if status == 200 and "ConsumedCapacity" in answer:
+                capacity = consumed_capacity(operation, params.get("ReturnConsumedCapacity", "NONE"), charges)
+                if capacity is None:
+                    del answer["ConsumedCapacity"]
+                else:
+                    answer["ConsumedCapacity"] = capacity
+                changed = True
             if self.gsi_view is not None:
                 for charge in charges:
                     if charge.change is not None and status == 200:

@@ -149,3 +149,15 @@ def test_the_meter_is_kept_per_operation_key_and_request_id(strict, ddb, table, 
     assert meter["by_operation"]["PutItem"]["write"] == 1 and meter["by_operation"]["GetItem"]["read"] == 0.5
     assert meter["by_key_id"][strict.access_key_id] == {"read": 0.5, "write": 1, "requests": 2}
     assert meter["total"]["read"] == 0.5 and meter["total"]["write"] == 1
+
+
+def test_return_consumed_capacity_reports_the_endpoints_figures(strict, ddb, table, uid):
+    answer = ddb.put_item(TableName=table, Item=sized_item(uid, 1500, G="g"), ReturnConsumedCapacity="INDEXES")
+    assert answer["ConsumedCapacity"] == {
+        "TableName": table, "CapacityUnits": 4.0, "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 4.0,
+        "Table": {"CapacityUnits": 2.0, "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 2.0},
+        "GlobalSecondaryIndexes": {"byG": {"CapacityUnits": 2.0, "ReadCapacityUnits": 0.0, "WriteCapacityUnits": 2.0}}}
+    answer = ddb.batch_get_item(RequestItems={table: {"Keys": [{"PK": {"S": uid}, "SK": {"S": "s"}}]}},
+                                ReturnConsumedCapacity="TOTAL")
+    assert answer["ConsumedCapacity"] == [{"TableName": table, "CapacityUnits": 0.5, "ReadCapacityUnits": 0.5,
+                                           "WriteCapacityUnits": 0.0}]
