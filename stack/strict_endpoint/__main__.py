@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import tempfile
@@ -55,6 +56,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv=None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(serve(parse_args(argv)))
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import logging
 import socket
 import struct
 import time
@@ -25,6 +26,7 @@ from stack.strict_endpoint.tables import Tables
 from stack.strict_endpoint.throttle import PartitionThrottle
 from stack.strict_endpoint.upstream import Upstream
 
+logger = logging.getLogger("stack.strict_endpoint")
 WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 DESCRIPTIONS = {"DescribeTable", "CreateTable", "UpdateTable", "DeleteTable"}
 
@@ -95,6 +97,12 @@ class StrictEndpointServer:
             status, data = exc.status, exc.body()
             headers = errors.json_headers(data, rid)
             entry.error = exc.code
+        except Exception:  # a bug of the endpoint's, or DynamoDB Local failing mid-request: AWS's 500
+            logger.exception("%s %s failed", prefix, operation)
+            error = AwsError("InternalServerError", "Internal server error", status=500)
+            status, data = error.status, error.body()
+            headers = errors.json_headers(data, rid)
+            entry.error = error.code
         entry.status = status
         entry.duration_ms = round((time.monotonic() - started) * 1000, 3)
         headers.setdefault("x-amzn-RequestId", rid)
@@ -138,11 +146,11 @@ class StrictEndpointServer:
             status, answer = await self.streams.handle(operation, params)
             return status, json.dumps(answer).encode(), {}
         metering = self.config["metering"] and service == "dynamodb"
-        old = await self.metering.before(operation, params) if metering and operation in WRITES else {}
-        if metering:
-            self.throttle.check(await request_partitions(self.tables, operation, params, old), now,
-                                lambda table, index: table_arn(region, account, table, index))
         try:
+            old = await self.metering.before(operation, params) if metering and operation in WRITES else {}
+            if metering:
+                self.throttle.check(await request_partitions(self.tables, operation, params, old), now,
+                                    lambda table, index: table_arn(region, account, table, index))
             status, data, headers = await self.upstream.forward(service, operation, body)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             # DynamoDB Local is down or hung: what a client of AWS sees of an outage.

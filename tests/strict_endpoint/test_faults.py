@@ -126,3 +126,18 @@ def test_a_bad_fault_is_refused_with_its_reason(strict):
 
     with pytest.raises(StrictEndpointError, match="unknown fault kind"):
         strict.set_faults([{"kind": "Gremlins"}])
+
+
+def test_an_unreachable_dynamodb_local_is_a_503(tmp_path):
+    from stack.dynamodb_local import free_port
+    from stack.strict_endpoint import StrictEndpoint
+    from tests.strict_endpoint.helpers import client
+
+    with StrictEndpoint(f"http://127.0.0.1:{free_port()}", log_path=tmp_path / "endpoint.log") as endpoint:
+        with pytest.raises(ClientError) as excinfo:
+            client(endpoint).list_tables()
+        with pytest.raises(ClientError) as unmetered:  # the metering's own reads fail first: the same answer
+            client(endpoint).put_item(TableName="t", Item=_item("a"))
+    assert error_code(excinfo) == error_code(unmetered) == "ServiceUnavailable"
+    assert excinfo.value.response["ResponseMetadata"]["HTTPStatusCode"] == 503
+    assert "Traceback" not in (tmp_path / "endpoint.log").read_text()
