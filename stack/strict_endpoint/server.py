@@ -61,9 +61,7 @@ class StrictEndpointServer:
         self.meter = Meter()
         self.tables = Tables(self.upstream)
         self.metering = Metering(self.upstream, self.tables)
-        self.faults = Faults()
-        self.throttle = PartitionThrottle()
-        self.policies = Policies()
+        self.faults, self.throttle, self.policies = Faults(), PartitionThrottle(), Policies()
         self.apply({key: self.config[key] for key in MUTABLE})
         self.streams = hooks.build(self.config.get("streams"), self.upstream)
         self.gsi_view = hooks.build(self.config.get("gsi_view"), self.upstream)
@@ -252,13 +250,11 @@ class StrictEndpointServer:
         return await self._patch(request, data)
 
     def apply(self, settings: dict) -> None:
-        """Validate and put in force settings of MUTABLE; ValueError names what is wrong."""
-        if "faults" in settings:
-            self.faults.configure(settings["faults"] or {})
-        if "throttle" in settings:
-            self.throttle.configure(settings["throttle"] or {})
-        if "principals" in settings:
-            self.policies = Policies(settings["principals"] or {})
+        """Validate, then put in force, settings of MUTABLE (all or none); ValueError names what is wrong."""
+        faults = Faults(settings["faults"] or {}) if "faults" in settings else self.faults
+        throttle = PartitionThrottle(settings["throttle"] or {}) if "throttle" in settings else self.throttle
+        policies = Policies(settings["principals"] or {}) if "principals" in settings else self.policies
+        self.faults, self.throttle, self.policies = faults, throttle, policies
         self.config.update(settings)
 
     async def admin_reset(self, request):
