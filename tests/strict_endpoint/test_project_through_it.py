@@ -29,7 +29,24 @@ def test_numbered_pages_through_the_strict_endpoint(client, comments_table, stri
     attempts = strict_endpoint.requests()
     assert {entry["operation"] for entry in attempts} >= {"CreateTable", "BatchWriteItem", "Query"}
     assert {entry["key_id"] for entry in attempts} == {strict_endpoint.access_key_id}
-    assert all(entry["status"] == 200 for entry in attempts)
+    refused = {"MissingAuthenticationTokenException", "UnrecognizedClientException", "ExpiredTokenException",
+               "InvalidSignatureException", "IncompleteSignatureException", "AccessDeniedException"}
+    assert [entry for entry in attempts if entry["error"] in refused or entry["status"] >= 500] == []
+
+
+def test_a_post_through_the_strict_endpoint_is_stored_and_metered(comments_table, strict_endpoint):
+    from django.test import Client
+
+    factories.product("STRICT-2")
+    strict_endpoint.reset_meter()
+    response = Client(headers={"Origin": "http://testserver"}).post(
+        "/products/STRICT-2/comments/", {"author": "Ann", "rating": "4", "body": "Through TLS."})
+    assert response.status_code == 303
+    meter = strict_endpoint.meter()
+    assert meter["total"]["write"] >= 3  # the item, and its entries in byProduct and byRating
+    assert set(meter["by_resource"]) >= {comments_table, f"{comments_table}/index/byProduct",
+                                         f"{comments_table}/index/byRating"}
+    assert set(meter["by_key_id"]) == {strict_endpoint.access_key_id}
 
 
 @pytest.mark.xfail(strict=True, reason="the DynamoDB index backend signs with the keys local/local, which "
