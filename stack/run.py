@@ -35,7 +35,7 @@ def prepare(env: dict) -> None:
     from pagination_index import get_index
 
     index = get_index()
-    if hasattr(index, "create_table"):  # PAGINATION_INDEX_BACKEND=dynamodb: the index's own table
+    if index.table:  # PAGINATION_INDEX_BACKEND=dynamodb: the index's own table
         print(f"index table {index.table} (PAGINATION_INDEX_BACKEND=dynamodb)")
         index.create_table()
     call_command("seed_demo", if_empty=True)

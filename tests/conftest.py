@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
+import tests.signals  # noqa: F401  (override_settings resets the index and the AWS clients)
 from comments.table.schema import create_tables, delete_tables
 from pagination_index import reset_index
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError

@@ -23,7 +23,6 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.core.signals import setting_changed
 
 from comments.table.direct import DirectReads, may_hold_binary
 from pagination_index import SourceUnavailable
@@ -158,10 +157,3 @@ def reset_clients() -> None:
     dynamodb_probe.cache_clear()
     dynamodbstreams.cache_clear()
 
-
-def _on_setting_changed(*, setting, **kwargs):
-    if setting == "DYNAMODB":
-        reset_clients()
-
-
-setting_changed.connect(_on_setting_changed)
