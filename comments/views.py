@@ -27,7 +27,7 @@ from comments.services import comment_create
 from comments.table.client import StoreUnavailable
 from comments.table.keys import RATINGS
 from comments.throttle import comment_post_allowed
-from comments.windows import product_for_page
+from comments.page_cache import page_cache
 from shop.decorators import method_not_allowed, read_only
 from shop.middleware import service_unavailable
 from shop.models import Product
@@ -51,7 +51,7 @@ def product_detail(request, sku):
     """A product and one page of its comments: `?page=N`, optionally `?rating=3&rating=5` (filtered
     pages are noindex), or `?cursor=...` ("Load more"). The index or the store being down is a 503
     (shop.middleware.ServiceUnavailableMiddleware)."""
-    product = product_for_page(sku=sku)
+    product = page_cache.product(sku)
     if product is None:
         raise Http404("No such product.")
     values = request.GET.getlist("page")
