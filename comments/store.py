@@ -177,10 +177,9 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     case: DynamoDB orders equal SKs its own way, so an ExclusiveStartKey inside a run of equal SKs
     would not say where our order resumes). Both forms need only the SK, which is what cursors carry.
 
-    Why a key condition and not `after`'s keys as ExclusiveStartKey: with no tie at `after` both
-    select the same items, and both are one seek in DynamoDB's B-tree; but DynamoDB Local walks
-    the partition up to an ExclusiveStartKey, so its cost grows with depth, while it seeks a sort-key
-    condition at any depth (docs/benchmarks.md, the page_depth "start cost" rows).
+    A key condition rather than `after`'s keys as ExclusiveStartKey: with no tie at `after` both
+    select the same items, and the key condition is what cursors can carry (docs/architecture.md,
+    "How a page is served"; docs/benchmarks.md, "Depth", measures both).
 
     Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
     whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
