@@ -201,6 +201,11 @@ class BaseIndex:
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
 
+    def create_storage(self) -> None:
+        """Make what the backend stores its entries in outside the Django database, if missing (the
+        DynamoDB backend's table): `manage.py create_tables` calls it, never the running site, which
+        then needs no permission to create anything."""
+
     def maintain(self) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
         the DynamoDB backend re-marks marked groups. sync_index calls it after every poll (with
