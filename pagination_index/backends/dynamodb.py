@@ -194,8 +194,9 @@ class DynamoDBIndex(NetWriteIndex):
                 raise
         self.writer.get_waiter("table_exists").wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
 
-    def create_storage(self) -> None:
+    def create_storage(self) -> str:
         self.create_table()
+        return f"index table {self.table} (PAGINATION_INDEX_BACKEND=dynamodb)"
 
     @index_errors
     def delete_table(self) -> None:

@@ -21,7 +21,9 @@ class Command(ReportingCommand):
         created = create_tables()
         added = add_rating_index()
         self.summary(f"table {table_name()!r} {'created' if created else 'already exists'}")
-        get_index().create_storage()
+        storage = get_index().create_storage()
+        if storage:
+            self.summary(f"{storage} ready")
         if added:
             self.summary(f"GSI {rating_index_name()!r} added to the table")
         if added and backfill:
