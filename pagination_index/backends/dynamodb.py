@@ -21,14 +21,14 @@ applied in steps of at most STEP_CHANGES changes, one transaction each (a step t
 touch more than 100 items is halved); only replace() (rebuild) and repairs write the group anew in
 a fresh generation and flip the stats item to it. See docs/backends-dynamodb.md.
 
-Errors: the code below lets botocore's errors through; `index_errors`, on every public method, is
-the one place that turns them into IndexUnavailable. A cancelled transaction is read by its
-reasons (`cancellation`): a lost race is retried with backoff, a throttle is the store being
-unavailable, a ValidationError (an item over 400 KB) is InvalidIndexWrite and never retried.
+Errors: the code below lets botocore's errors through; BaseIndex's funnel on every public method
+(`unavailable_errors`) is the one place that turns them into IndexUnavailable. A cancelled
+transaction is read by its reasons (`cancellation`): a lost race is retried with backoff, a
+throttle is the store being unavailable, a ValidationError (an item over 400 KB) is
+InvalidIndexWrite and never retried.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 from collections import deque
@@ -39,7 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 import aws
 from aws.retries import RACE, batch_get, batch_write
 
-from .base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked, is_newer, newest_first
+from .base import Entry, NetWriteIndex, Removal, chunked, is_newer, newest_first
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class LostRace(Exception):
 
 
 class KeptConflicting(Exception):
-    """Still losing races after ATTEMPTS tries (index_errors reports it as IndexUnavailable)."""
+    """Still losing races after ATTEMPTS tries (the funnel reports it as IndexUnavailable)."""
 
 
 class InvalidIndexWrite(ValueError):
@@ -82,19 +82,6 @@ def cancellation(exc: ClientError) -> Exception:
     if reasons <= RACE_REASONS:
         return LostRace(str(exc))
     return exc  # ThrottlingError, ProvisionedThroughputExceeded, ...: the store is not answering
-
-
-def index_errors(method):
-    """The one place botocore's errors (and races lost ATTEMPTS times) become IndexUnavailable."""
-
-    @functools.wraps(method)
-    def funnel(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except (BotoCoreError, ClientError, KeptConflicting) as exc:
-            raise IndexUnavailable(f"{method.__name__} on {self.table}: {exc}") from exc
-
-    return funnel
 
 
 def page_key(generation: int, page: int) -> str:
@@ -165,6 +152,9 @@ class DynamoDBIndex(NetWriteIndex):
     Two clients from the client layer (aws/), on boto3's credential chain: reads fail fast within
     MAX_ATTEMPTS (pages), writes (sync_index, rebuild) retry patiently in botocore's adaptive mode."""
 
+    unavailable_errors = (BotoCoreError, ClientError, KeptConflicting)
+    error_label = "dynamodb index"
+
     def __init__(self, options: dict | None = None):
         super().__init__(options)
         self.table = self.options.get("TABLE", "comments-pidx")
@@ -178,7 +168,6 @@ class DynamoDBIndex(NetWriteIndex):
         self.writer = aws.client("dynamodb", aws.BACKGROUND, **where)
 
     # --- table: made by `manage.py create_tables` only, never from the write path ------------------
-    @index_errors
     def create_table(self) -> None:
         """Create the index table if missing and wait until it is ACTIVE (a new table stays CREATING
         for a while on AWS, refusing reads and writes)."""
@@ -198,7 +187,6 @@ class DynamoDBIndex(NetWriteIndex):
         self.create_table()
         return f"index table {self.table} (PAGINATION_INDEX_BACKEND=dynamodb)"
 
-    @index_errors
     def delete_table(self) -> None:
         try:
             self.writer.delete_table(TableName=self.table)
@@ -308,7 +296,6 @@ class DynamoDBIndex(NetWriteIndex):
             plan.insert(member, sort_key)
         return plan if plan.changed else None
 
-    @index_errors
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Per group: plan the change (reads), then one transaction for as many groups' plans as fit
         in 100 items; a group whose change alone does not fit is applied in steps (_apply_in_steps)."""
@@ -431,16 +418,13 @@ class DynamoDBIndex(NetWriteIndex):
         for part in chunked(requests, 25):
             batch_write(self.writer, {self.table: list(part)})
 
-    @index_errors
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
         self._rewrite(group, lambda old: list(entries))
 
     # --- the background re-mark ------------------------------------------------------------------
-    @index_errors
     def marked_groups(self) -> list[str]:
         return [item["p"]["S"] for item in self._query(MARKED, client=self.writer)]
 
-    @index_errors
     def remark_step(self, group: str) -> bool:
         """Shift the entries of up to MAX_SHIFT + 1 page items, from the first marked one, back into
         exact pages: one transaction. True when the group is left unmarked. (The last step, which
@@ -495,7 +479,6 @@ class DynamoDBIndex(NetWriteIndex):
             return not new.marked
         return False
 
-    @index_errors
     def remark(self, budget: int = 50) -> int:
         """Background work: up to `budget` re-mark steps over the marked groups; returns the steps
         taken (sync_index calls this between polls)."""
@@ -510,11 +493,9 @@ class DynamoDBIndex(NetWriteIndex):
     def maintain(self) -> int:
         return self.remark()
 
-    @index_errors
     def repair_group(self, group: str) -> None:
         self._rewrite(group, lambda old: old, force=True)
 
-    @index_errors
     def check_integrity(self, group: str) -> list[str]:
         """Each page item against the stats geometry and its neighbours, and each entry's member item."""
         stats = self._stats(group)
@@ -545,7 +526,6 @@ class DynamoDBIndex(NetWriteIndex):
             problems.append("marked (page deltas) but not listed for the re-mark")
         return problems
 
-    @index_errors
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """Every page item against the true order (expected: newest first): which page items hold
         entries other than the table's at their positions."""
@@ -574,11 +554,9 @@ class DynamoDBIndex(NetWriteIndex):
         raise KeptConflicting(f"read {group}: kept changing under the read")
 
     # --- reads ----------------------------------------------------------------------------------
-    @index_errors
     def count(self, group: str) -> int:
         return self._stats(group).count
 
-    @index_errors
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
         """The stats items by BatchGetItem, eventually consistent (half a read unit per 4 KB, and no
         cancellation by a write in flight, as TransactGetItems has): counts a page shows beside
@@ -588,12 +566,10 @@ class DynamoDBIndex(NetWriteIndex):
         counts = {item["g"]["S"]: Stats(item, self.page_size).count for item in found}
         return {group: counts.get(group, 0) for group in groups}
 
-    @index_errors
     def at(self, group: str, rank: int) -> Entry | None:
         entries = self.range(group, rank, rank + 1) if rank >= 0 else []
         return entries[0] if entries else None
 
-    @index_errors
     def range(self, group: str, start: int, stop: int) -> list[Entry]:
         """The stats item, one BatchGetItem of the page items holding the ranks (page numbers from
         the stats item's geometry, marked or not), the stats item again: a write in between retries."""
@@ -615,7 +591,6 @@ class DynamoDBIndex(NetWriteIndex):
             return oldest_first[low - first:high - first + 1][::-1]
         raise KeptConflicting(f"read {group}: kept changing under the read")
 
-    @index_errors
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         """Binary search over the positions, one page item read per step (cached), then the stats
         item again (a write in between retries)."""
@@ -638,14 +613,12 @@ class DynamoDBIndex(NetWriteIndex):
             RACE.sleep(attempt)
         raise KeptConflicting(f"read {group}: kept changing under the read")
 
-    @index_errors
     def groups(self) -> list[str]:
         items = self._paged_items("scan", self.writer, dict(
             TableName=self.table, FilterExpression="p = :s AND attribute_exists(c)",
             ExpressionAttributeValues={":s": {"S": STATS}}, ConsistentRead=True))
         return sorted(item["g"]["S"] for item in items)
 
-    @index_errors
     def clear(self) -> None:
         for group in self.groups():
             self.replace(group, [])
