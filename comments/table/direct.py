@@ -1,32 +1,29 @@
-"""The page path's Query, sent as one signed HTTP request instead of through botocore's pipeline.
+"""The page path's Query without botocore's client pipeline: botocore's own SigV4Auth on an AWSRequest,
+sent through a urllib3 connection pool.
 
-botocore's per-call machinery (about ten events, endpoint rules, request objects built twice, the
-signing key derived afresh) and urllib3's (a header dict and response object of its own, a liveness
-poll of the socket before every reuse) cost more than the HTTP itself; docs/performance.md measures
-the three ways a crawl page's Query can be sent (bench/query_paths.py) and says why this one stays.
+A crawl page's CPU through the strict endpoint (TLS, signatures checked), three ways
+(bench/query_paths.py, docs/performance.md): the botocore client costs about a third more than this
+library path; a hand-written signer on `http.client` saved only about 5% more, short of the 20% that
+would pay for keeping protocol code of our own, so it went.
 
 It is a whole DynamoDB client for one call, within the same rules as the botocore client beside it:
-the same endpoint, region, credentials (refreshed as botocore refreshes them), timeouts and TLS
-verification (the CA bundle, or none when verification is off); when a proxy applies to the endpoint
-(HTTPS_PROXY/NO_PROXY) it steps aside and every call goes through the botocore client, which speaks
-to proxies. Its attempts count in one budget, DYNAMODB_MAX_ATTEMPTS, with jittered exponential
-backoff between them: a throttle, a 5xx, a CRC32 mismatch or no answer at all is tried again while
-the budget lasts; any other error is raised at once, parsed by botocore's own parser into the
-client's exception class (a ValidationException is never retried). A kept-alive connection that the
-server closed while it sat idle is not an attempt: the Query is sent again at once on a new one.
+the same endpoint, region, credentials (refreshed as botocore refreshes them: each request is signed
+with their current frozen values), timeouts and TLS verification (the CA bundle, or none when
+verification is off). When a proxy applies to the endpoint (HTTPS_PROXY/NO_PROXY) it steps aside and
+every call goes through the botocore client, which speaks to proxies. Its attempts count in one
+budget, DYNAMODB_MAX_ATTEMPTS, with jittered exponential backoff between them: a throttle, a 5xx, a
+CRC32 mismatch or no answer at all is tried again while the budget lasts; any other error is raised
+at once, parsed by botocore's own parser into the client's exception class (a ValidationException is
+never retried).
 """
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
-import threading
 import zlib
-from collections import deque
-from dataclasses import dataclass
-from typing import Callable
-from urllib.parse import urlsplit
 
+import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import EndpointConnectionError
 from botocore.parsers import create_parser
 from botocore.utils import get_environ_proxies
@@ -34,15 +31,10 @@ from botocore.utils import get_environ_proxies
 from aws import REQUEST_ID_HEADER
 from aws.parsers import may_hold_binary
 from aws.retries import Backoff
-from comments.table.signing import RequestSigner
 from shop.logs import current_request_id
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
-# What a kept-alive connection closed by the server meanwhile raises when it is used again.
-IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-
-
 # Between attempts of one page request: short, since the page has a read timeout to keep.
 PAGE_BACKOFF = Backoff(base=0.025, cap=0.5)
 # What botocore's standard retry mode retries for DynamoDB besides 5xx answers.
@@ -54,77 +46,17 @@ RETRYABLE_CODES = frozenset({
 })
 
 
-@dataclass(frozen=True)
-class SignedRequest:
-    method: str
-    url: str
-    data: bytes
-    headers: dict[str, str]
-
-
-def tls_context(verify: bool | str) -> ssl.SSLContext:
-    """What botocore's `verify` means: True, the default CAs; a path, that CA bundle; False, no checks."""
+def connection_pool(*, verify: bool | str, connect_timeout: float, read_timeout: float,
+                    maxsize: int) -> urllib3.PoolManager:
+    """What botocore's `verify` means: True, the default CAs; a path, that CA bundle; False, no checks.
+    urllib3 itself re-sends nothing (one attempt is one request), and checks a kept-alive connection
+    before reusing it, so one the server closed while idle is replaced, not counted as an attempt."""
     if verify is False:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        return context
-    return ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
-
-
-class Connections:
-    """Kept-alive HTTP/1.1 connections to one endpoint: taken by one thread for one request and put
-    back (at most `maxsize` idle ones are kept). The read timeout applies to every answer."""
-
-    def __init__(self, url: str, *, connect_timeout: float, read_timeout: float, maxsize: int,
-                 verify: bool | str = True):
-        parts = urlsplit(url)
-        self.secure = parts.scheme == "https"
-        self.host, self.port = parts.hostname, parts.port
-        self.connect_timeout, self.read_timeout, self.maxsize = connect_timeout, read_timeout, maxsize
-        self._context = tls_context(verify) if self.secure else None
-        self._idle: deque[http.client.HTTPConnection] = deque()
-
-    def _connect(self) -> http.client.HTTPConnection:
-        if self.secure:
-            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.connect_timeout,
-                                                     context=self._context)
-        else:
-            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
-        connection.connect()
-        connection.sock.settimeout(self.read_timeout)
-        return connection
-
-    def post(self, headers: dict[str, str], body: bytes) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """(status, headers, body) of a POST to "/". Raises OSError or http.client.HTTPException when
-        no answer came."""
-        try:
-            connection, reused = self._idle.pop(), True
-        except IndexError:
-            connection, reused = self._connect(), False
-        try:
-            try:
-                response, data = self._exchange(connection, headers, body)
-            except IDLE_CLOSED:
-                if not reused:
-                    raise
-                connection.close()  # the server closed it while it sat idle: nothing was answered
-                connection = self._connect()
-                response, data = self._exchange(connection, headers, body)
-        except BaseException:
-            connection.close()
-            raise
-        if response.will_close or len(self._idle) >= self.maxsize:
-            connection.close()
-        else:
-            self._idle.append(connection)
-        return response.status, response.headers, data
-
-    @staticmethod
-    def _exchange(connection, headers, body) -> tuple[http.client.HTTPResponse, bytes]:
-        connection.request("POST", "/", body=body, headers=headers)
-        response = connection.getresponse()
-        return response, response.read()
+        tls = {"cert_reqs": "CERT_NONE"}
+    else:
+        tls = {"cert_reqs": "CERT_REQUIRED", **({"ca_certs": verify} if isinstance(verify, str) else {})}
+    return urllib3.PoolManager(maxsize=maxsize, retries=False, block=False,
+                               timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout), **tls)
 
 
 class DirectReads:
@@ -136,55 +68,56 @@ class DirectReads:
     def __init__(self, client, credentials, *, attempts: int, verify: bool | str = True,
                  backoff: Backoff = PAGE_BACKOFF, tag_requests: bool = False):
         self.client = client
-        self.attempts, self.backoff = max(1, attempts), backoff
+        self.credentials = credentials
+        self.attempts, self.backoff, self.tag_requests = max(1, attempts), backoff, tag_requests
         meta = client.meta
         config = meta.config
         self.url = meta.endpoint_url.rstrip("/") + "/"
         self.region = meta.region_name
         # botocore speaks to proxies; this does not, so it steps aside when one applies.
-        direct = credentials is not None and not get_environ_proxies(self.url)
-        self.signer = RequestSigner(credentials, self.region, self.url) if direct else None
-        self.connections = Connections(self.url, connect_timeout=config.connect_timeout, verify=verify,
-                                       read_timeout=config.read_timeout, maxsize=config.max_pool_connections)
-        # An emulator's request log groups a page request's attempts by this header (aws.tag_request).
-        self.tag_requests = tag_requests
+        self.direct = credentials is not None and not get_environ_proxies(self.url)
+        self.pool = connection_pool(verify=verify, connect_timeout=config.connect_timeout,
+                                    read_timeout=config.read_timeout, maxsize=config.max_pool_connections)
         self._parser = create_parser("json")
         self._output = meta.service_model.operation_model("Query").output_shape
 
-    def signed_request(self, operation: str, params: dict, amz_date: str | None = None) -> SignedRequest:
-        """The request botocore would send for `operation` (tests compare the two)."""
+    def signed_request(self, operation: str, params: dict) -> AWSRequest:
+        """The request botocore would send for `operation`, signed now (tests compare the two)."""
         body = json.dumps(params, separators=(",", ":")).encode()
-        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
-        return SignedRequest("POST", self.url, body, self.signer.headers(headers, body, amz_date))
+        request = AWSRequest(method="POST", url=self.url, data=body,
+                             headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation})
+        SigV4Auth(self.credentials.get_frozen_credentials(), "dynamodb", self.region).add_auth(request)
+        return request
 
     def _parse(self, status: int, headers, body: bytes) -> dict:
         """botocore's own parse of an answer (an error's code and message, or binary attributes)."""
         return self._parser.parse({"status_code": status, "headers": dict(headers), "body": body}, self._output)
 
     def query(self, **params) -> dict:
-        if self.signer is None:
+        if not self.direct:
             return self.client.query(**params)
         failure: Exception | None = None
         for attempt in range(self.attempts):
             if attempt:
                 self.backoff.sleep(attempt - 1)
             request = self.signed_request("Query", params)
-            headers = request.headers
+            headers = dict(request.headers.items())
             request_id = current_request_id.get() if self.tag_requests else None
             if request_id:
-                headers = {**headers, REQUEST_ID_HEADER: request_id}
+                headers[REQUEST_ID_HEADER] = request_id
             try:
-                status, answer_headers, body = self.connections.post(headers, request.data)
-            except (http.client.HTTPException, OSError) as exc:
+                answer = self.pool.urlopen("POST", self.url, body=request.body, headers=headers)
+            except urllib3.exceptions.HTTPError as exc:
                 failure = EndpointConnectionError(endpoint_url=self.url, error=exc)
                 continue
-            crc = answer_headers.get("x-amz-crc32")
+            status, body = answer.status, answer.data
+            crc = answer.headers.get("x-amz-crc32")
             if crc is not None and int(crc) != zlib.crc32(body):
                 failure = EndpointConnectionError(endpoint_url=self.url, error="CRC32 mismatch")
                 continue
             if status == 200:
-                return self._parse(status, answer_headers, body) if may_hold_binary(body) else json.loads(body)
-            parsed = self._parse(status, answer_headers, body)
+                return self._parse(status, answer.headers, body) if may_hold_binary(body) else json.loads(body)
+            parsed = self._parse(status, answer.headers, body)
             code = parsed.get("Error", {}).get("Code", "")
             failure = self.client.exceptions.from_code(code)(parsed, "Query")
             if status < 500 and code not in RETRYABLE_CODES:
