@@ -46,7 +46,7 @@ QUERIES, SMOKE_QUERIES = 1_000, 200
 ROUNDS = 3
 WAYS = ("botocore", "sigv4-urllib3", "hand-written")
 IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
-SERVICE, DEFAULT_PORTS = "dynamodb", {"http": 80, "https": 443}
+SERVICE, DEFAULT_PORTS, ALGORITHM = "dynamodb", {"http": 80, "https": 443}, "AWS4-HMAC-SHA256"
 
 
 class BotocoreReads:
