@@ -3,14 +3,14 @@ only S and N, and this is on the hot path of every page. Any DynamoDB failure le
 StoreUnavailable (comments.table.client)."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
 from botocore.exceptions import ClientError
 
-from comments.table.client import dynamodb, dynamodb_reads, store_errors
+from aws.retries import batch_write
+from comments.table.client import dynamodb, dynamodb_bulk, dynamodb_reads, store_errors
 from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
 from pagination_index import SORT_KEY_FORMAT
 
@@ -103,20 +103,15 @@ def item_from_comment(comment: Comment) -> dict:
 
 @store_errors("BatchWriteItem")
 def put_comments(comments: Iterable[Comment]) -> int:
-    """BatchWriteItem in groups of 25, retrying unprocessed items with backoff; returns items written."""
-    client = dynamodb()
+    """BatchWriteItem in groups of 25 (seeding, benchmarks: the bulk client), unprocessed items sent
+    again with backoff (aws.retries); returns items written."""
+    client = dynamodb_bulk()
     table = table_name()
     batch: list[dict] = []
     written = 0
 
     def flush(requests: list[dict]) -> None:
-        delay = 0.05
-        while requests:
-            response = client.batch_write_item(RequestItems={table: requests})
-            requests = response.get("UnprocessedItems", {}).get(table, [])
-            if requests:
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        batch_write(client, {table: requests})
 
     for comment in comments:
         batch.append({"PutRequest": {"Item": item_from_comment(comment)}})
@@ -222,17 +217,13 @@ def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on
     The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
     overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
     """
-    client = dynamodb()
-    kwargs = {
-        "TableName": table_name(),
-        "Segment": segment,
-        "TotalSegments": segments,
-        "FilterExpression": "attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
-        "ProjectionExpression": "PK, SK, PK2, rating",
-    }
+    client = dynamodb_bulk()
+    pages = client.get_paginator("scan").paginate(
+        TableName=table_name(), Segment=segment, TotalSegments=segments,
+        FilterExpression="attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
+        ProjectionExpression="PK, SK, PK2, rating")
     found = updated = 0
-    while True:
-        response = client.scan(**kwargs)
+    for response in pages:
         if on_scanned:
             on_scanned(response.get("ScannedCount", 0))
         for item in response.get("Items", []):
@@ -250,6 +241,4 @@ def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on
                 updated += 1
             except client.exceptions.ConditionalCheckFailedException:
                 pass
-        if "LastEvaluatedKey" not in response:
-            return found, updated
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    return found, updated

@@ -162,6 +162,19 @@ DYNAMODB = {
     "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
 }
 
+# How every AWS client is built (aws/__init__.py): credentials always from boto3's default chain (keys
+# "local" only for an emulator's endpoint when the chain has none); the CA bundle from AWS_CA_BUNDLE
+# or the profile's ca_bundle, proxies from HTTPS_PROXY/NO_PROXY, as botocore reads them; VERIFY_TLS
+# off (AWS_VERIFY_TLS=0) skips certificate checks, for an emulator with a self-made certificate only.
+# Page requests get DYNAMODB_MAX_ATTEMPTS; sync_index, the Lambda handler and the DynamoDB index's
+# writes get botocore's adaptive mode with BACKGROUND_MAX_ATTEMPTS, bulk commands (rebuild_index,
+# verify_index, backfill_rating_keys) with BULK_MAX_ATTEMPTS.
+AWS = {
+    "VERIFY_TLS": env_bool("AWS_VERIFY_TLS", True),
+    "BACKGROUND_MAX_ATTEMPTS": int(os.environ.get("AWS_BACKGROUND_MAX_ATTEMPTS", "10")),
+    "BULK_MAX_ATTEMPTS": int(os.environ.get("AWS_BULK_MAX_ATTEMPTS", "20")),
+}
+
 # Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 

@@ -239,6 +239,12 @@ class BaseIndex:
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
 
+    def create_storage(self) -> str | None:
+        """Make what the backend stores its entries in outside the Django database, if missing (the
+        DynamoDB backend's table), and say what it is; None: nothing to make. `manage.py create_tables`
+        calls it, never the running site, which then needs no permission to create anything."""
+        return None
+
     def maintain(self) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
         the DynamoDB backend re-marks marked groups. sync_index calls it after every poll (with

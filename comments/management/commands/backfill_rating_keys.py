@@ -5,7 +5,7 @@ from botocore.exceptions import ClientError
 from django.core.management.base import CommandError
 
 from comments.store import rating_key_updates
-from comments.table.client import dynamodb
+from comments.table.client import dynamodb_bulk
 from comments.table.keys import table_name
 from pagination_index.management import ReportingCommand
 
@@ -24,7 +24,7 @@ class Command(ReportingCommand):
     def handle(self, *args, segments, dry_run, **options):
         if segments < 1:
             raise CommandError("--segments must be at least 1")
-        client = dynamodb()
+        client = dynamodb_bulk()
         try:
             approximate = client.describe_table(TableName=table_name())["Table"].get("ItemCount", 0)
         except ClientError as exc:
