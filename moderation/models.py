@@ -27,6 +27,7 @@ class ModeratedComment(models.Model):
     class Meta:
         ordering = ["-open_reports", "-last_reported_at"]
         indexes = [models.Index(fields=["sku", "state"])]
+        permissions = [("moderate_comment", "Can hide, show again, delete and erase comments")]
 
     def __str__(self):
         return f"{self.sku}: {self.author or '(erased)'} ({self.comment_id[:8]})"
