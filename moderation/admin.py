@@ -6,7 +6,10 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
 from django.template.defaultfilters import truncatechars
+from django.urls import path
 
 from comments.table.client import StoreUnavailable
 from moderation import services
@@ -17,6 +20,22 @@ MODERATE_PERMISSION = "moderation.moderate_comment"
 
 class ReasonActionForm(ActionForm):
     reason = forms.CharField(label="Reason (for the audit log)", required=False, max_length=500)
+
+
+class ErasureForm(forms.Form):
+    sku = forms.CharField(label="Product SKU", required=False, max_length=100)
+    author = forms.CharField(label="Author name (exactly as shown)", required=False, max_length=200)
+    ids = forms.CharField(label="Comment ids (one a line)", required=False, widget=forms.Textarea(attrs={"rows": 4}))
+    reason = forms.CharField(label="Reason (for the audit log)", max_length=500)
+
+    def clean(self):
+        data = super().clean()
+        data["id_list"] = [line.strip() for line in data.get("ids", "").splitlines() if line.strip()]
+        if data.get("author") and not data.get("sku"):
+            self.add_error("sku", "An erasure by author name is per product: give its SKU.")
+        if not data.get("author") and not data["id_list"]:
+            raise forms.ValidationError("Give an author name and a product, or comment ids.")
+        return data
 
 
 class ReportInline(admin.TabularInline):
@@ -84,6 +103,36 @@ class ModeratedCommentAdmin(admin.ModelAdmin):
 
     def has_moderate_permission(self, request):
         return request.user.has_perm(MODERATE_PERMISSION)
+
+    def get_urls(self):
+        return [path("erase/", self.admin_site.admin_view(self.erase_view), name="moderation_erase"),
+                *super().get_urls()]
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "can_erase": self.has_moderate_permission(request)}
+        return super().changelist_view(request, extra_context)
+
+    def erase_view(self, request):
+        """The erasure form: the first submit lists what matches (a dry run), "Erase" deletes it."""
+        if not self.has_moderate_permission(request):
+            raise PermissionDenied
+        form = ErasureForm(request.POST or None)
+        erasure = None
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                erasure = services.erasure_matches(sku=data["sku"] or None, author=data["author"] or None,
+                                                   comment_ids=data["id_list"])
+                if "erase" in request.POST and erasure.found:
+                    services.comments_erase(erasure=erasure, actor=request.user, reason=data["reason"])
+                    self.message_user(request, f"{erasure.deleted} comment(s) erased.", messages.SUCCESS)
+                    erasure = None
+            except StoreUnavailable:
+                self.message_user(request, "DynamoDB is not answering: nothing more was changed. "
+                                           "Try again in a minute.", messages.ERROR)
+        return TemplateResponse(request, "admin/moderation/erase.html", {
+            **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Erase comments",
+            "form": form, "erasure": erasure})
 
     def has_add_permission(self, request):
         return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable
+from typing import Callable, Iterable
 
 from django.db import transaction
 from django.db.models import F
@@ -99,16 +99,22 @@ def _forget_text(comment_id: str) -> None:
     Report.objects.filter(comment__comment_id=comment_id).update(note="", dismissed=True)
 
 
-def comment_delete(*, comment_id: str, actor, reason: str, action: str = AuditEntry.Action.DELETE) -> bool:
+def _delete(comment: StoredComment, *, actor, reason: str, action: str) -> bool:
+    deleted = table.delete(comment)
+    _forget_text(comment.pk)
+    if deleted:
+        _audit(actor=actor, action=action, comment=comment, reason=reason)
+    return deleted
+
+
+def comment_delete(*, comment_id: str, actor, reason: str) -> bool:
     """Delete a comment from the table (the stream takes it out of the index); False if it was gone."""
     comment = table.find_comment(comment_id)
     if comment is None:
         _forget_text(comment_id)
         return False
-    deleted = table.delete(comment)
-    _forget_text(comment_id)
+    deleted = _delete(comment, actor=actor, reason=reason, action=AuditEntry.Action.DELETE)
     if deleted:
-        _audit(actor=actor, action=action, comment=comment, reason=reason)
         _changed(comment.sku)
     return deleted
 
@@ -168,14 +174,15 @@ def erasure_matches(*, sku: str | None = None, author: str | None = None,
     return erasure
 
 
-def comments_erase(*, actor, reason: str, sku: str | None = None, author: str | None = None,
-                   comment_ids: Iterable[str] = (), dry_run: bool = False) -> Erasure:
-    """Delete every comment an erasure request names (erasure_matches); with dry_run, only find them.
-    Each deletion is audited as an erasure."""
-    erasure = erasure_matches(sku=sku, author=author, comment_ids=comment_ids)
-    if not dry_run:
+def comments_erase(*, erasure: Erasure, actor, reason: str, on_deleted: Callable[[], None] | None = None) -> Erasure:
+    """Delete the comments an erasure found (erasure_matches, shown to the requester first). Each
+    deletion is audited as an erasure; each product's pages are purged once, at the end."""
+    try:
         for comment in erasure.found:
-            erasure.deleted += comment_delete(comment_id=comment.pk, actor=actor, reason=reason,
-                                              action=AuditEntry.Action.ERASE)
+            erasure.deleted += _delete(comment, actor=actor, reason=reason, action=AuditEntry.Action.ERASE)
+            if on_deleted:
+                on_deleted()
+    finally:  # what was deleted before a failure is out of the pages too
+        for changed_sku in erasure.skus:
+            _changed(changed_sku)
     return erasure
-
