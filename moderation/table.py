@@ -5,6 +5,9 @@ item without the index's key attribute is not in it), so the comment leaves page
 the stream's MODIFY record (a group key gone) takes it out of the pagination index, its counts and its
 rating statistics. Unhiding puts the keys back: the same SK, so the same place. Nothing on the page
 path needs to know about hidden comments.
+
+A GSI holds only the items that carry its key attributes ("Take advantage of sparse indexes",
+https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-indexes-general-sparse-indexes.html).
 """
 from __future__ import annotations
 
