@@ -153,12 +153,13 @@ def put_new_comment(comment: Comment) -> None:
 
 @store_errors("GetItem")
 def get_comment(pk: str, sk: str) -> Comment | None:
-    """One comment by its table key, strongly consistent (unlike any read of the GSI)."""
+    """One shown comment by its table key, strongly consistent (unlike any read of the GSI)."""
     response = dynamodb().get_item(
         TableName=table_name(), Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True,
     )
     item = response.get("Item")
-    return comment_from_item(item) if item else None
+    # An item without PK2 is in no product's pages: hidden by moderation (moderation/table.py).
+    return comment_from_item(item) if item and "PK2" in item else None
 
 
 @store_errors("Query")

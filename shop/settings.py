@@ -61,12 +61,14 @@ INSTALLED_APPS = [
     "shop",
     "comments",
     "ops",
+    "moderation",
 ]
 
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
+    "moderation.middleware.SurrogateKeyMiddleware",  # Cache-Tag / Surrogate-Key on product pages: CDN purges
     # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
     # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
     "django.middleware.gzip.GZipMiddleware",
@@ -408,3 +410,11 @@ LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
 # /ops/ counts the table for at most this many products (one COUNT Query each).
 OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
+
+# Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
+MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
+# Dotted path of a callable purge(*, keys, paths) that purges a product's pages from a CDN after a
+# moderation change ("" : none). moderation.purge.webhook POSTs them to MODERATION_PURGE_WEBHOOK_URL.
+MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")
+MODERATION_PURGE_WEBHOOK_URL = os.environ.get("MODERATION_PURGE_WEBHOOK_URL", "")
+MODERATION_PURGE_TIMEOUT = float(os.environ.get("MODERATION_PURGE_TIMEOUT", "5"))
