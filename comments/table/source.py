@@ -5,8 +5,11 @@ Every comment is in two groups: its product's (PK2, GSI byProduct) and its produ
 """
 from __future__ import annotations
 
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
+
+from botocore.exceptions import ClientError
 
 from comments.table import client
 from comments.table.keys import (
@@ -23,6 +26,10 @@ from comments.table.keys import (
     table_name,
 )
 from pagination_index import Add, BaseSource, Entry, NoStream, Op, Remove
+from pagination_index.capacity import ReadBudget
+
+THROTTLE_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+THROTTLE_RETRIES = 10  # after botocore's own attempts; each waits longer (ReadBudget.throttled)
 
 ENTRY_ATTRIBUTES = {"#g": GROUP, "#r": RATING_GROUP, "#m": MEMBER, "#s": SORT_KEY}
 ENTRY_PROJECTION = "#g, #r, #m, #s"
@@ -61,6 +68,47 @@ def paginate(call, **kwargs) -> Iterator[dict]:
         if "LastEvaluatedKey" not in response:
             return
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def budgeted_pages(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
+    """Every item of a Query or Scan, each page's consumed units spent from `budget`, throttles
+    (once botocore's retries are spent) slowing the budget down and retried."""
+    kwargs["ReturnConsumedCapacity"] = "TOTAL"
+    attempt = 0
+    while True:
+        try:
+            response = call(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in THROTTLE_CODES or attempt >= THROTTLE_RETRIES:
+                raise
+            budget.throttled(attempt)
+            attempt += 1
+            continue
+        attempt = 0
+        budget.spend((response.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
+        yield from response.get("Items", [])
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def tie_runs(items: Iterable[dict]) -> Iterator[dict]:
+    """Items of a newest-first GSI Query in the index's order: DynamoDB orders equal SKs its own
+    way, the index by PK descending, so each run of equal SKs (short) is sorted here."""
+    run: list[dict] = []
+    for item in items:
+        if run and item[SORT_KEY]["S"] != run[0][SORT_KEY]["S"]:
+            yield from sorted(run, key=lambda i: i[MEMBER]["S"], reverse=True)
+            run = []
+        run.append(item)
+    yield from sorted(run, key=lambda i: i[MEMBER]["S"], reverse=True)
+
+
+def _spilled(spill) -> Iterator[Entry]:
+    spill.seek(0)
+    for line in spill:
+        member, _, sort_key = line.rstrip("\n").partition("\t")
+        yield member, sort_key
 
 
 def _entries_by_group(items, on_item=None) -> dict[str, list[Entry]]:
@@ -119,6 +167,56 @@ class CommentsTableSource(BaseSource):
         )
         with client.store_errors(f"Query of product {sku!r}"):
             return {**{name: [] for name in product_groups(sku)}, **_entries_by_group(items)}
+
+    def units(self, *, budget: ReadBudget | None = None, segments: int = 4) -> list[str]:
+        """Every SKU with comments, sorted: a parallel Scan of byProduct reading only its key (the
+        table, not the catalogue, is the truth a rebuild restores). Memory: one name per product."""
+        def segment(number: int) -> set[str]:
+            items = budgeted_pages(
+                client.dynamodb_bulk().scan, budget or ReadBudget(), TableName=table_name(),
+                IndexName=product_index_name(), Segment=number, TotalSegments=segments,
+                ProjectionExpression="#g", ExpressionAttributeNames={"#g": GROUP},
+            )
+            with client.store_errors(f"Scan segment {number} of {segments} of {product_index_name()}"):
+                return {item[GROUP]["S"] for item in items}
+
+        with ThreadPoolExecutor(max_workers=segments) as pool:
+            return sorted(set().union(*pool.map(segment, range(segments))))
+
+    def unit_of(self, group: str) -> str:
+        return group.partition(RATING_SEPARATOR)[0]
+
+    def unit_groups(self, unit: str) -> list[str]:
+        return product_groups(unit)
+
+    def unit_entries(self, unit: str, *, budget: ReadBudget | None = None) -> Iterator[tuple[str, Iterator[Entry]]]:
+        """The product's group streamed newest first from one byProduct Query (DynamoDB returns the
+        partition sorted), its rating entries spilled to temporary files on the way and streamed
+        from them after: memory stays flat at any product size, and each item is read once."""
+        spills = {group: tempfile.TemporaryFile("w+", encoding="utf-8") for group in product_groups(unit)[1:]}
+        items = budgeted_pages(
+            client.dynamodb_bulk().query, budget or ReadBudget(),
+            TableName=table_name(), IndexName=product_index_name(), ScanIndexForward=False,
+            KeyConditionExpression="#g = :g", ExpressionAttributeNames=ENTRY_ATTRIBUTES,
+            ExpressionAttributeValues={":g": {"S": unit}}, ProjectionExpression=ENTRY_PROJECTION,
+        )
+
+        def product_entries() -> Iterator[Entry]:
+            with client.store_errors(f"Query of product {unit!r}"):
+                for item in tie_runs(items):
+                    entry = item[MEMBER]["S"], item[SORT_KEY]["S"]
+                    spill = spills.get(item.get(RATING_GROUP, {}).get("S"))
+                    if spill is not None:
+                        spill.write(f"{entry[0]}\t{entry[1]}\n")
+                    yield entry
+
+        try:
+            yield unit, product_entries()
+            for group, spill in spills.items():
+                yield group, _spilled(spill)
+        finally:
+            for spill in spills.values():
+                spill.close()
 
     def group_count(self, group: str) -> int:
         """A COUNT Query on the group's GSI partition, paged (DynamoDB still reads every item)."""
