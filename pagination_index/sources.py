@@ -9,7 +9,7 @@ Modelled on BaseIndex: the essentials raise NotImplementedError, the rest have c
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -86,10 +86,6 @@ class BaseSource:
         related = self.related_entries(unit)
         for group in self.unit_groups(unit):
             yield group, iter(newest_first(related.get(group, [])))
-
-    def all_entries(self, *, segments: int = 4, on_item: Callable[[], None] | None = None) -> dict[str, list[Entry]]:
-        """Every group's entries (a full rebuild or verify); on_item() is called per item read."""
-        raise NotImplementedError("subclasses of BaseSource must provide an all_entries() method")
 
     def has_items(self) -> bool:
         raise NotImplementedError("subclasses of BaseSource must provide a has_items() method")

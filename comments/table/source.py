@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from botocore.exceptions import ClientError
 
@@ -25,8 +25,7 @@ from comments.table.keys import (
     product_index_name,
     table_name,
 )
-from pagination_index import Add, BaseSource, Entry, NoStream, Op, Remove
-from pagination_index.capacity import ReadBudget
+from pagination_index import Add, BaseSource, Entry, NoStream, Op, ReadBudget, Remove
 
 THROTTLE_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
 THROTTLE_RETRIES = 10  # after botocore's own attempts; each waits longer (ReadBudget.throttled)
@@ -111,16 +110,6 @@ def _spilled(spill) -> Iterator[Entry]:
         yield member, sort_key
 
 
-def _entries_by_group(items, on_item=None) -> dict[str, list[Entry]]:
-    found: dict[str, list[Entry]] = {}
-    for item in items:
-        for group, entry in image_entries(item).items():
-            found.setdefault(group, []).append(entry)
-        if on_item:
-            on_item()
-    return found
-
-
 class CommentsTableSource(BaseSource):
     """OPTIONS: none; the table and GSI names come from settings.DYNAMODB."""
 
@@ -151,22 +140,6 @@ class CommentsTableSource(BaseSource):
         with client.store_errors(f"Query of group {group!r}"):
             for item in items:
                 yield item[MEMBER]["S"], item[SORT_KEY]["S"]
-
-    def related_entries(self, group: str) -> dict[str, list[Entry]]:
-        """A product's group and its five rating groups from one Query of the byProduct partition
-        (a rating group is rebuilt with its product's)."""
-        sku = group.partition(RATING_SEPARATOR)[0]
-        items = paginate(
-            client.dynamodb_bulk().query,
-            TableName=table_name(),
-            IndexName=product_index_name(),
-            KeyConditionExpression="#g = :g",
-            ExpressionAttributeNames=ENTRY_ATTRIBUTES,
-            ExpressionAttributeValues={":g": {"S": sku}},
-            ProjectionExpression=ENTRY_PROJECTION,
-        )
-        with client.store_errors(f"Query of product {sku!r}"):
-            return {**{name: [] for name in product_groups(sku)}, **_entries_by_group(items)}
 
     def units(self, *, budget: ReadBudget | None = None, segments: int = 4) -> list[str]:
         """Every SKU with comments, sorted: a parallel Scan of byProduct reading only its key (the
@@ -236,22 +209,6 @@ class CommentsTableSource(BaseSource):
                 if "LastEvaluatedKey" not in response:
                     return total
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def _scan_segment(self, segment: int, segments: int, on_item) -> dict[str, list[Entry]]:
-        items = paginate(client.dynamodb_bulk().scan, TableName=table_name(), Segment=segment, TotalSegments=segments,
-                         ExpressionAttributeNames=ENTRY_ATTRIBUTES, ProjectionExpression=ENTRY_PROJECTION)
-        with client.store_errors(f"Scan segment {segment} of {segments}"):
-            return _entries_by_group(items, on_item)
-
-    def all_entries(self, *, segments: int = 4, on_item: Callable[[], None] | None = None) -> dict[str, list[Entry]]:
-        """A parallel Scan of the table; on_item() is called from the Scan's threads."""
-        merged: dict[str, list[Entry]] = {}
-        with ThreadPoolExecutor(max_workers=segments) as pool:
-            parts = pool.map(self._scan_segment, range(segments), [segments] * segments, [on_item] * segments)
-            for part in parts:
-                for group, entries in part.items():
-                    merged.setdefault(group, []).extend(entries)
-        return merged
 
     def has_items(self) -> bool:
         with client.store_errors("Scan"):

@@ -57,7 +57,7 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
 
     assert run("verify_index", verbosity=0, recheck_seconds=0) == ("", "")
     out, err = run("verify_index", recheck_seconds=0)
-    assert "scanning table: done" in err
+    assert "verifying (items): done, 100.0% 15/15" in err
     assert out.startswith("index matches the table: 6 group(s), 30 table entries")
     out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
     assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out

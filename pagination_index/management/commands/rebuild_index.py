@@ -16,8 +16,8 @@ RUN = "rebuild_index"
 
 class Command(ReportingCommand):
     help = (
-        "Refill index groups from the comments table, product by product: each product's Query on "
-        "byProduct streams its group newest first into the index (its rating groups with it), and the "
+        "Refill index groups from the comments table, product by product: one Query of each product's "
+        "GSI partition streams its group newest first into the index (its rating groups with it), and the "
         "groups are swapped in atomically. The stream keeps flowing: only the products being rebuilt "
         "at that moment have their writes held back, and replayed after their swap. Memory does not "
         "grow with the table or the product; --resume continues a run that was stopped."
