@@ -6,6 +6,8 @@ NotImplementedError, the rest have slow-but-correct defaults that backends overr
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable, Iterator, Sequence
@@ -21,6 +23,21 @@ class InvalidIndexBackendError(ImproperlyConfigured):
 
 class IndexUnavailable(Exception):
     """The index store cannot be reached or failed; the caller should answer 503, not 500."""
+
+
+def index_errors(method, errors: tuple[type[BaseException], ...], label: str):
+    """`method`, with the store's own `errors` raised as IndexUnavailable: the one place a backend
+    says "the store is down" (django-redis's omit_exception, without the omitting)."""
+
+    @functools.wraps(method)
+    def funnel(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except errors as exc:
+            raise IndexUnavailable(f"{label}: {exc}") from exc
+
+    funnel.index_errors = True
+    return funnel
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +143,21 @@ class BaseIndex:
 
     database_alias: str | None = None
     partial_failures: bool = False
+    # The store's own exceptions that mean "down or failing". Every public method a subclass defines
+    # is wrapped by index_errors() to raise them as IndexUnavailable, so backend code raises its own
+    # errors (or lets the client's through) and never IndexUnavailable itself.
+    unavailable_errors: tuple[type[BaseException], ...] = ()
+    # How the error messages name the backend.
+    error_label: str = "pagination index"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.unavailable_errors:
+            return
+        for name, attribute in list(vars(cls).items()):
+            if (inspect.isfunction(attribute) and not name.startswith("_")
+                    and not getattr(attribute, "index_errors", False)):
+                setattr(cls, name, index_errors(attribute, cls.unavailable_errors, cls.error_label))
 
     def __init__(self, options: dict | None = None):
         self.options = dict(options or {})

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+from botocore.exceptions import BotoCoreError, ClientError
 
 from pagination_index.sortkeys import micros_sort_key
 
-from ..base import Entry, IndexUnavailable, NetWriteIndex, Removal, newest_first
+from ..base import Entry, NetWriteIndex, Removal, newest_first
 from . import format as fmt
 from . import log as wal
 from .s3 import S3Storage
@@ -32,6 +33,14 @@ from .storage import Generation, LocalStorage, sync_batch
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
 UUID_COLUMNS = fmt.UUID_COLUMNS
 PAUSE_ENV = "PAGINATION_INDEX_FILES_PAUSE_AT"  # crash tests: "<step>:<marker file>"
+
+
+class GroupUnsettled(Exception):
+    """A group was published again under every one of a reader's attempts."""
+
+
+# The files' and S3's own failures: each an IndexUnavailable, through the funnel on every public method.
+FAILURES = (OSError, fmt.CorruptFile, GroupUnsettled, BotoCoreError, ClientError)
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,9 @@ class FileIndex(NetWriteIndex):
     """OPTIONS: PATH (the folder), COMMIT_ENTRIES (commit a group once its log holds this many
     changes), COMMIT_SECONDS (or once its log is this old, checked on writes and by maintain())."""
 
+    unavailable_errors = FAILURES
+    error_label = "files index"
+
     def __init__(self, options: dict | None = None):
         super().__init__(options)
         # Logs and locks always live in local files (on S3, on the host that runs sync_index).
@@ -92,14 +104,11 @@ class FileIndex(NetWriteIndex):
         return self.journal.group_dir(group) / f"log.{generation}"
 
     def _view(self, group: str) -> GroupView:
-        try:
-            for _ in range(20):
-                view = self._try_view(group)
-                if view is not None:
-                    return view
-            raise IndexUnavailable(f"group {group!r} kept changing under the reader")
-        except (OSError, fmt.CorruptFile) as exc:
-            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+        for _ in range(20):
+            view = self._try_view(group)
+            if view is not None:
+                return view
+        raise GroupUnsettled(f"group {group!r} kept changing under the reader")
 
     def _try_view(self, group: str) -> GroupView | None:
         stamp = self.storage.stamp(group)
@@ -218,10 +227,7 @@ class FileIndex(NetWriteIndex):
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         view = self._view(group)
-        try:
-            base_newer = self._base_count_newer(view, sort_key, member)
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+        base_newer = self._base_count_newer(view, sort_key, member)
         return view.overlay.count_newer(base_newer, sort_key, member) if view.overlay else base_newer
 
     def groups(self) -> list[str]:
@@ -353,8 +359,6 @@ class FileIndex(NetWriteIndex):
                     if self._commit_due(view):
                         due.append(group)
             sync_batch(written)
-        except OSError as exc:
-            raise IndexUnavailable(f"files index write: {exc}") from exc
         finally:
             for fd, _ in written:
                 os.close(fd)
@@ -376,12 +380,9 @@ class FileIndex(NetWriteIndex):
             records = memoryview(fmt.uuid_records(latest).view(np.uint8)) if latest else b""
         else:
             records = fmt.encode_records(newest_first(latest.items()), layout, size)
-        try:
-            with self._locked(group):
-                view = self._view(group)
-                self._publish(group, view, layout, size, len(latest), [records])
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, replace {group!r}: {exc}") from exc
+        with self._locked(group):
+            view = self._view(group)
+            self._publish(group, view, layout, size, len(latest), [records])
 
     def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
         """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""
@@ -405,18 +406,15 @@ class FileIndex(NetWriteIndex):
     # --- commit --------------------------------------------------------------------------------
     def commit(self, group: str) -> bool:
         """Fold the group's log into a new generation; False when there was nothing to fold."""
-        try:
-            with self._locked(group):
-                view = self._view(group)
-                if view.log_id is None:  # nothing to fold; tidy what a killed committer left
-                    self.storage.remove_temporary(group)
-                    self._drop_logs(group, keep=view.generation)
-                    return False
-                layout, size, count, chunks = self._merge(view)
-                self._publish(group, view, layout, size, count, chunks)
-                return True
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, commit {group!r}: {exc}") from exc
+        with self._locked(group):
+            view = self._view(group)
+            if view.log_id is None:  # nothing to fold; tidy what a killed committer left
+                self.storage.remove_temporary(group)
+                self._drop_logs(group, keep=view.generation)
+                return False
+            layout, size, count, chunks = self._merge(view)
+            self._publish(group, view, layout, size, count, chunks)
+            return True
 
     def _merge(self, view: GroupView):
         """(layout, record size, count, record chunks) of the generation plus its log."""
@@ -481,7 +479,7 @@ class FileIndex(NetWriteIndex):
         problems = []
         try:
             view = self._view(group)
-        except IndexUnavailable as exc:
+        except FAILURES as exc:
             return [str(exc)]
         if view.base is not None:
             header = view.base.header

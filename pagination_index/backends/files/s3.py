@@ -19,9 +19,8 @@ import time
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from ..base import IndexUnavailable
 from .format import Header, decode_header
 
 
@@ -64,10 +63,7 @@ class S3Storage:
         return f"{self.prefix}g/{hashlib.sha256(group.encode()).hexdigest()[:32]}/"
 
     def _call(self, method: str, **kwargs):
-        try:
-            return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
-        except (BotoCoreError, ClientError) as exc:
-            raise IndexUnavailable(f"S3 {method} on {self.bucket}: {exc}") from exc
+        return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
 
     def get_range(self, key: str, first: int, last: int) -> bytes:
         return self._call("get_object", Key=key, Range=f"bytes={first}-{last}")["Body"].read()
@@ -78,9 +74,7 @@ class S3Storage:
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
                 return None, None
-            raise IndexUnavailable(f"S3 manifest of {group!r}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise IndexUnavailable(f"S3 manifest of {group!r}: {exc}") from exc
+            raise
         return response["ETag"], json.loads(response["Body"].read())
 
     def _manifest(self, group: str) -> tuple[str | None, dict | None]:
