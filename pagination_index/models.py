@@ -155,12 +155,16 @@ class RebuildJournal(models.Model):
 
 
 class RebuildCheckpoint(models.Model):
-    """A unit (a product and its groups) a rebuild_index or verify_index run has finished, so
-    `--resume` skips it; a run without --resume starts by clearing its command's rows."""
+    """A unit (a product and its groups, a Scan segment) a long command's run has finished, or
+    where it stopped, so `--resume` goes on from there; a run without --resume starts by clearing
+    its command's rows."""
 
-    run = models.CharField(max_length=32)
+    run = models.CharField(max_length=64)
     unit = models.CharField(max_length=255)
     done_at = models.DateTimeField(auto_now_add=True)
+    # Where an unfinished unit stopped (backfill_rating_keys: a Scan segment's LastEvaluatedKey as
+    # JSON); blank once it is finished.
+    position = models.TextField(blank=True, default="")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "unit"], name="pagination_index_rebuild_unit")]

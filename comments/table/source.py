@@ -69,10 +69,20 @@ def paginate(call, **kwargs) -> Iterator[dict]:
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
-def budgeted_pages(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
-    """Every item of a Query or Scan, each page's consumed units spent from `budget`, throttles
+def budgeted_responses(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
+    """Every page of a Query or Scan, each page's consumed units spent from `budget`, throttles
     (once botocore's retries are spent) slowing the budget down and retried."""
     kwargs["ReturnConsumedCapacity"] = "TOTAL"
+    while True:
+        response = budgeted_call(call, budget, **kwargs)
+        yield response
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def budgeted_call(call, budget: ReadBudget, **kwargs) -> dict:
+    """One call that asked for ReturnConsumedCapacity, retried while throttled, its units spent."""
     attempt = 0
     while True:
         try:
@@ -83,12 +93,14 @@ def budgeted_pages(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
             budget.throttled(attempt)
             attempt += 1
             continue
-        attempt = 0
         budget.spend((response.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
+        return response
+
+
+def budgeted_pages(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
+    """Every item of a Query or Scan, read within `budget` (budgeted_responses)."""
+    for response in budgeted_responses(call, budget, **kwargs):
         yield from response.get("Items", [])
-        if "LastEvaluatedKey" not in response:
-            return
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
 def tie_runs(items: Iterable[dict]) -> Iterator[dict]:
