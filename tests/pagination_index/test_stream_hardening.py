@@ -285,6 +285,21 @@ def test_lambda_handler_applies_real_stream_records(comments_table):
 
 
 @pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
+def test_lambda_holds_back_a_fenced_groups_records_for_the_rebuild(comments_table):
+    factories.seed("A", 8, seed=32)
+    factories.seed("B", 3, seed=33)
+    fences = Fences(owner="rebuild:test", using="default", seconds=60)
+    fences.open(["A"])  # A is being rebuilt
+    event = lambda_event(read_stream_records(stream_arn()), stream_arn())
+    assert handler(event, None) == {"batchItemFailures": []}
+    assert get_index().count("A") == 0 and get_index().count("B") == 3
+    assert RebuildJournal.objects.filter(group="A").count() == 8
+    get_index().replace("A", [])  # the rebuild's swap (of a table read before these writes)
+    assert fences.close(get_index(), ["A"]) == []  # its journal replayed, the fence dropped
+    assert_index_equals_table("A", "B")
+
+
+@pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
 def test_lambda_handler_reports_the_first_failure_and_everything_after(comments_table):
     factories.seed("A", 6, seed=29)
     event = lambda_event(read_stream_records(stream_arn()), stream_arn())
