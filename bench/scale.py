@@ -195,6 +195,48 @@ print(json.dumps(result))
 """
 
 
+CATALOGUE = """
+import json, statistics, sys, time
+import django
+django.setup()
+from django.core.management import call_command
+from django.test import Client
+from shop.models import Product
+call_command("migrate", verbosity=0)
+total = int(sys.argv[1])
+for start in range(0, total, 5000):
+    Product.objects.bulk_create(Product(sku=f"C{n:07d}", name=f"Product {n:07d}", price="9.99")
+                                for n in range(start, min(total, start + 5000)))
+client = Client()
+last = -(-total // 50)
+result = {}
+for name, page in (("first", 1), ("middle", last // 2 or 1), ("last", last)):
+    path = "/" if page == 1 else f"/?page={page}"
+    timings, cpu = [], []
+    for _ in range(20):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        assert client.get(path).status_code == 200
+        timings.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu_started) * 1000)
+    result[f"{name}_page_{page}_p50_ms"] = statistics.median(timings)
+    result[f"{name}_page_{page}_cpu_p50_ms"] = statistics.median(cpu)
+print(json.dumps(result))
+"""
+
+
+def catalogue(products: int) -> dict:
+    """Server time of catalogue pages with `products` products (SQLite, the relational index, in-process
+    requests through Django's test client: the middleware and the template included, no HTTP)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-scale-catalogue-"))
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-scale-not-secret",
+           "SHOP_VAR_DIR": str(folder), "RESPONSE_MICRO_CACHE_SECONDS": "0", "LOG_LEVEL": "WARNING",
+           "DJANGO_STATICFILES_STORAGE": "django.contrib.staticfiles.storage.StaticFilesStorage"}
+    try:
+        return {"products": products, **run_child(CATALOGUE, [str(products)], env)}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_child(code: str, args: list[str], env: dict) -> dict:
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parent.parent)
@@ -256,6 +298,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--sizes", help="comma-separated comment totals")
     parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--catalogue", type=int, help="products in the catalogue timing (default 100,000; smoke 2,000)")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")] if args.sizes else (SMOKE_SIZES if args.smoke else SIZES)
     load_at_start = os.getloadavg()
@@ -277,10 +320,14 @@ def main() -> None:
              f"{r['verify']['peak_rss_mib']:.0f}"] for r in results]
     print(format_table(["backend", "entries", "largest", "build/s", "build MiB", "B/entry", "at p50/p99 ms",
                         "range p50/p99 ms", "apply ops/s", "verify/s", "verify MiB"], rows))
+    pages = catalogue(args.catalogue or (2_000 if args.smoke else 100_000))
+    print(f"catalogue of {pages['products']:,} products: " + ", ".join(
+        f"{name} {value:.1f}" for name, value in pages.items() if name != "products"))
     path = write_json("scale", args.smoke, when, {
         "machine": machine_info({}, load_at_start, "shared machine: 2 cores, several helpers' tests running; "
                                 "16 reader threads in one Python process (the GIL serialises them)"),
         "results": results,
+        "catalogue": pages,
     })
     print(f"saved {path}")
 

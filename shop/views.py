@@ -39,7 +39,7 @@ def catalogue(request):
     values = request.GET.getlist("page")
     try:
         number = parse_page_number(values)
-        page = Paginator(Product.objects.order_by("name", "pk"), settings.CATALOGUE_PAGE_SIZE).page(number)
+        page = Paginator(Product.objects.order_by("name", "id"), settings.CATALOGUE_PAGE_SIZE).page(number)
     except InvalidPage:
         raise Http404("No such catalogue page.")
     if values and number == 1:
