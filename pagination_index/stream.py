@@ -29,6 +29,7 @@ from django.utils import timezone
 from aws.retries import Backoff
 from pagination_index import get_source
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
+from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
@@ -67,7 +68,7 @@ def apply_records(index: BaseIndex, records: list[dict], source: BaseSource | No
     """Apply stream records to the index; returns how many ops that made. Shared with Lambda."""
     ops = (source or get_source()).records_ops(records)
     if ops:
-        index.apply(ops)
+        apply_fenced(index, ops, using=checkpoint_database(index))  # groups being rebuilt: journaled
     return len(ops)
 
 

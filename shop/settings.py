@@ -264,6 +264,9 @@ PAGINATION_INDEX_SOURCE = {
 # renewed (how soon a standby sync_index takes over).
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+# rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
+# them, for writes on their way to the index and for the GSIs' propagation behind the table.
+REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
 
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
@@ -408,8 +411,10 @@ RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
 # sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
 LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
-# /ops/ counts the table for at most this many products (one COUNT Query each).
-OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
+# Products a page of /ops/ lists (index counts only; a product's exact table count is asked for).
+OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
+# Products a catalogue page lists.
+CATALOGUE_PAGE_SIZE = int(os.environ.get("CATALOGUE_PAGE_SIZE", "50"))
 
 # Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
 MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
