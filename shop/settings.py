@@ -267,6 +267,8 @@ SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"
 # rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
 # them, for writes on their way to the index and for the GSIs' propagation behind the table.
 REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
+# Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
+SYNC_INDEX_WORKERS = int(os.environ.get("SYNC_INDEX_WORKERS", "4"))
 
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))

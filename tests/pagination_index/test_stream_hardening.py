@@ -89,13 +89,13 @@ def test_trimmed_records_mark_groups_until_rebuilt(faults):
     err = io.StringIO()
     with pytest.raises(CommandError, match="stream loss"):
         call_command("sync_index", once=True, verbosity=0, stderr=err)
-    groups = {"A", "B", *(f"{sku}/{rating}" for sku in "AB" for rating in range(1, 6))}  # with rating groups
-    assert "STREAM RECORDS LOST" in err.getvalue() and ", ".join(sorted(groups)) + ", *" in err.getvalue()
-    assert set(StaleGroup.objects.values_list("group", flat=True)) == groups | {"*"}
+    assert "STREAM RECORDS LOST" in err.getvalue() and "every group needs `rebuild_index`" in err.getvalue()
+    # One write, whatever the index holds: "*" stands for every group.
+    assert set(StaleGroup.objects.values_list("group", flat=True)) == {"*"}
     with pytest.raises(CommandError, match="lost stream records"):
         call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
-    call_command("rebuild_index", product=["A"], verbosity=0)  # A's own group and its rating groups
-    assert set(StaleGroup.objects.values_list("group", flat=True)) == {g for g in groups if g[0] == "B"} | {"*"}
+    call_command("rebuild_index", product=["A"], verbosity=0)  # not enough: any group may have lost records
+    assert set(StaleGroup.objects.values_list("group", flat=True)) == {"*"}
     call_command("rebuild_index", verbosity=0)
     assert not StaleGroup.objects.exists()
     call_command("verify_index", verbosity=0, recheck_seconds=0)
@@ -104,11 +104,12 @@ def test_trimmed_records_mark_groups_until_rebuilt(faults):
 @pytest.mark.django_db
 def test_a_shard_that_expired_unread_is_a_loss(comments_table):
     factories.seed("A", 5, seed=17)
-    ShardCheckpoint.objects.create(stream_arn=stream_arn(), shard_id="shardId-gone", sequence_number="1")
+    ShardCheckpoint.objects.create(stream_arn=stream_arn(), shard_id="shardId-00000001700000000000-0000gone",
+                                  sequence_number="0" * 20 + "1")
     result = consumer().run(once=True)
-    assert any("shardId-gone" in loss for loss in result.trimmed)
+    assert any("0000gone" in loss for loss in result.trimmed)
     assert StaleGroup.objects.filter(group="*").exists()
-    assert ShardCheckpoint.objects.get(shard_id="shardId-gone").finished
+    assert ShardCheckpoint.objects.get(shard_id__endswith="0000gone").finished
     assert not consumer().run(once=True).trimmed  # reported once, not on every poll
 
 
