@@ -8,7 +8,8 @@ from pagination_index.management import ReportingCommand
 class Command(ReportingCommand):
     help = (
         "Create the DynamoDB comments table (keys, byProduct and byRating GSIs, stream) if it does not exist, "
-        "or add the byRating GSI to an older table and wait until it is active. Idempotent."
+        "or add the byRating GSI to an older table and wait until it is active; deletion protection and "
+        "point-in-time recovery are turned on either way. Idempotent."
     )
 
     def add_arguments(self, parser):
