@@ -19,7 +19,7 @@ from stack.strict_endpoint.auth import CredentialStore, Identity, new_key_id, ne
 from stack.strict_endpoint.backups import OPERATIONS as BACKUP_OPERATIONS, ContinuousBackups
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
-from stack.strict_endpoint.iam import Policies, PolicyError
+from stack.strict_endpoint.iam import Policies, PolicyError, template_principals
 from stack.strict_endpoint.metering import Meter, Metering, consumed_capacity, request_partitions
 from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
@@ -50,6 +50,10 @@ MUTABLE = {"clock_skew_seconds", "creating_seconds", "metering", "throttle", "fa
 class StrictEndpointServer:
     def __init__(self, upstream_url: str, config: dict):
         self.config = {**DEFAULTS, **config}
+        if self.config.get("iam_template"):  # the deploy template's roles, under their components' names
+            self.config["principals"] = {**template_principals(self.config["iam_template"], region=self.config["region"],
+                                                               account=self.config["account"]),
+                                         **self.config["principals"]}
         self.initial = copy.deepcopy(self.config)
         self.upstream = Upstream(upstream_url)
         self.credentials = CredentialStore(region=self.config["region"], account=self.config["account"])
