@@ -9,8 +9,9 @@ from pagination_index.management import ReportingCommand
 class Command(ReportingCommand):
     help = (
         "Create the DynamoDB comments table (keys, byProduct and byRating GSIs, stream) if it does not exist, "
-        "or add the byRating GSI to an older table and wait until it is active; and the index backend's own "
-        "storage where it has one (PAGINATION_INDEX_BACKEND=dynamodb: its table). Idempotent."
+        "or add the byRating GSI to an older table and wait until it is active; deletion protection and "
+        "point-in-time recovery are turned on either way; and the index backend's own storage where it has "
+        "one (PAGINATION_INDEX_BACKEND=dynamodb: its table). Idempotent."
     )
 
     def add_arguments(self, parser):
