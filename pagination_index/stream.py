@@ -29,8 +29,10 @@ from botocore.exceptions import (
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
+from aws.retries import Backoff
 from pagination_index import get_source
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
+from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
@@ -69,7 +71,7 @@ def apply_records(index: BaseIndex, records: list[dict], source: BaseSource | No
     """Apply stream records to the index; returns how many ops that made. Shared with Lambda."""
     ops = (source or get_source()).records_ops(records)
     if ops:
-        index.apply(ops)
+        apply_fenced(index, ops, using=checkpoint_database(index))  # groups being rebuilt: journaled
     return len(ops)
 
 
@@ -95,17 +97,6 @@ def _stream_table(stream_arn: str) -> str:
 
 def _error_code(exc: ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
-
-
-@dataclass
-class Backoff:
-    """Capped exponential backoff with full jitter: attempt n waits uniform(0, min(cap, base*2**n))."""
-
-    base: float = 0.2
-    cap: float = 20.0
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.cap, self.base * 2**attempt))
 
 
 @dataclass
