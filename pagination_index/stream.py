@@ -202,11 +202,11 @@ class StreamConsumer:
         return self._map
 
     def _children(self, shard_id: str) -> list[dict]:
-        """A finished shard's children, added to the map (one DescribeStream call, not a listing)."""
+        """A finished shard's children (one DescribeStream call, not a listing); new ones join the map."""
         children = [shard for shard in self.describe_shards(ShardFilter={"Type": "CHILD_SHARDS", "ShardId": shard_id})
-                    if shard.get("ParentShardId") == shard_id and shard["ShardId"] not in self._map]
+                    if shard.get("ParentShardId") == shard_id]
         for child in children:
-            self._map[child["ShardId"]] = child
+            self._map.setdefault(child["ShardId"], child)
         return children
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
@@ -336,6 +336,7 @@ class StreamConsumer:
         done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
         pending = [shard for shard in shard_map.values() if shard["ShardId"] not in done]
         listed = set(shard_map)
+        queued = listed | done  # shards this poll has met: a child already listed is not queued twice
 
         def ready(shard):
             parent = shard.get("ParentShardId")
@@ -366,7 +367,8 @@ class StreamConsumer:
                             if not children:  # none listed (yet, or trimmed away): list afresh next poll
                                 self._map_due = 0.0
                             if turn.checkpoint.shard_id in listed:  # one generation per poll: bounded work
-                                pending += children
+                                pending += [c for c in children if c["ShardId"] not in queued]
+                                queued.update(c["ShardId"] for c in children)
             finally:
                 for future in running:
                     future.cancel()

@@ -65,7 +65,8 @@ class Command(ReportingCommand):
         for path in messages:
             path.rename(done / path.name)
         if rebuild:
-            call_command("rebuild_index", product=None if everything else sorted(groups),
+            products = None if everything else sorted({source.unit_of(group) for group in groups})
+            call_command("rebuild_index", product=products,
                          verbosity=options["verbosity"], stdout=self.stdout, stderr=self.stderr)
         self.summary(f"{len(messages)} message(s) handled; "
                      + ("every group marked" if everything else f"marked: {', '.join(sorted(groups))}")
