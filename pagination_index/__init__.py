@@ -17,12 +17,13 @@ from django.utils.connection import BaseConnectionHandler, ConnectionProxy
 from django.utils.module_loading import import_string
 
 from pagination_index.backends.base import Add, BaseIndex, Entry, IndexUnavailable, InvalidIndexBackendError, Op, Remove
+from pagination_index.capacity import ReadBudget
 from pagination_index.progress import Progress
 from pagination_index.sortkeys import SORT_KEY_FORMAT, micros_sort_key, sort_key_micros
 from pagination_index.sources import BaseSource, InvalidSourceError, NoStream, SourceUnavailable
 
 __all__ = [
-    "Add", "Entry", "Op", "Progress", "Remove", "SORT_KEY_FORMAT",
+    "Add", "Entry", "Op", "Progress", "ReadBudget", "Remove", "SORT_KEY_FORMAT",
     "BaseIndex", "BaseSource", "IndexUnavailable", "InvalidIndexBackendError", "InvalidSourceError", "NoStream", "SourceUnavailable",
     "get_index", "get_source", "index", "indexes", "load_backend", "load_source", "micros_sort_key", "reset_index",
     "sort_key_micros", "sources",

@@ -15,6 +15,8 @@ from pagination_index import reset_index
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+# Every AWS action the suite calls, checked against the deploy template's roles (tests/deploy/).
+pytest_plugins = ["tests.deploy.aws_actions"]
 
 
 def service_missing(reason: str):

@@ -15,5 +15,5 @@ INDEX_SETTINGS = {"PAGINATION_INDEX", "PAGINATION_INDEX_SOURCE", "CACHES", "DATA
 def reset_made_from_settings(*, setting, **kwargs):
     if setting in INDEX_SETTINGS:
         reset_index()
-    if setting == "DYNAMODB":
+    if setting in ("DYNAMODB", "AWS"):
         reset_clients()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import dataclass
+from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
 from django.core.exceptions import ImproperlyConfigured
@@ -101,6 +102,13 @@ def chunked(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start : start + size]
 
 
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of at most `size` items from any iterable, read as they are needed."""
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     """Entries in index order: sort_key descending, then member descending."""
     return sorted(entries, key=lambda entry: (entry[1], entry[0]), reverse=True)
@@ -176,7 +184,10 @@ class BaseIndex:
             )
         self.remove_many(group, [member for member, _ in removals])
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Swap the group's entries for `entries` atomically. Any iterable, read once, in any order
+        (a repeated member keeps its last sort key); rebuilds pass a stream newest first, which
+        backends consume a chunk at a time where they can, so a group of millions is never a list."""
         raise NotImplementedError("subclasses of BaseIndex must provide a replace() method")
 
     def apply(self, ops: Iterable[Op]) -> None:
@@ -231,6 +242,11 @@ class BaseIndex:
         """Every non-empty group (rebuild, verify, operators)."""
         raise NotImplementedError("subclasses of BaseIndex must provide a groups() method")
 
+    def is_empty(self) -> bool:
+        """Whether no group holds an entry (rebuild_index --if-empty); backends answer without
+        listing every group."""
+        return not self.groups()
+
     def clear(self) -> None:
         """Drop every group (tests and full rebuilds)."""
         for group in self.groups():
@@ -238,6 +254,12 @@ class BaseIndex:
 
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
+
+    def create_storage(self) -> str | None:
+        """Make what the backend stores its entries in outside the Django database, if missing (the
+        DynamoDB backend's table), and say what it is; None: nothing to make. `manage.py create_tables`
+        calls it, never the running site, which then needs no permission to create anything."""
+        return None
 
     def maintain(self) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,

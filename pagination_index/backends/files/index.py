@@ -17,7 +17,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
@@ -361,8 +361,9 @@ class FileIndex(NetWriteIndex):
         age = time.time() - view.log_created_us / 1e6
         return view.overlay.changes >= self.commit_entries or age >= self.commit_seconds
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        """Bulk build: write the sorted generation directly, no log."""
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Bulk build: write the sorted generation directly, no log. The group's entries are held
+        once in memory to pick its record layout (about 100 bytes an entry while building)."""
         latest = dict(entries)
         layout, size = fmt.layout_for(latest)
         if layout == fmt.UUID24:

@@ -17,9 +17,9 @@ import json
 import threading
 import time
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import ClientError
+
+import aws
 
 from .format import Header, decode_header
 
@@ -40,21 +40,18 @@ class S3Generation:
 
 
 class S3Storage:
-    """OPTIONS: S3_BUCKET, S3_PREFIX, S3_ENDPOINT_URL, S3_REGION, MANIFEST_SECONDS (and, for an
-    S3-compatible server, S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY; else boto3's credential chain)."""
+    """OPTIONS: S3_BUCKET, S3_PREFIX, S3_ENDPOINT_URL, S3_REGION, MANIFEST_SECONDS. Credentials come
+    from boto3's default chain, as every AWS client's (aws/)."""
 
     def __init__(self, options: dict):
         self.bucket = options["S3_BUCKET"]
         self.prefix = options.get("S3_PREFIX", "pagination-index/")
         self.manifest_seconds = float(options.get("MANIFEST_SECONDS", 1))
-        endpoint = options.get("S3_ENDPOINT_URL") or None
-        self.client = boto3.client(
-            "s3", endpoint_url=endpoint, region_name=options.get("S3_REGION", "us-east-1"),
-            aws_access_key_id=options.get("S3_ACCESS_KEY_ID") or ("local" if endpoint else None),
-            aws_secret_access_key=options.get("S3_SECRET_ACCESS_KEY") or ("local" if endpoint else None),
-            config=Config(connect_timeout=options.get("S3_CONNECT_TIMEOUT", 2), read_timeout=options.get("S3_READ_TIMEOUT", 10),
-                          retries={"total_max_attempts": 3, "mode": "standard"}),
-        )
+        # Page use: a page's at() is a ranged GET, so a failing S3 must become a quick 503.
+        self.client = aws.client("s3", aws.PAGE, region=options.get("S3_REGION", "us-east-1"),
+                                 endpoint_url=options.get("S3_ENDPOINT_URL") or None,
+                                 connect_timeout=options.get("S3_CONNECT_TIMEOUT", 2),
+                                 read_timeout=options.get("S3_READ_TIMEOUT", 10), attempts=3)
         self._manifests: dict[str, tuple[float, str | None, dict | None]] = {}
         self._lock = threading.Lock()
 
