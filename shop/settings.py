@@ -61,12 +61,14 @@ INSTALLED_APPS = [
     "shop",
     "comments",
     "ops",
+    "moderation",
 ]
 
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
+    "moderation.middleware.SurrogateKeyMiddleware",  # Cache-Tag / Surrogate-Key on product pages: CDN purges
     # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
     # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
     "django.middleware.gzip.GZipMiddleware",
@@ -262,6 +264,11 @@ PAGINATION_INDEX_SOURCE = {
 # renewed (how soon a standby sync_index takes over).
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
+# rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
+# them, for writes on their way to the index and for the GSIs' propagation behind the table.
+REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
+# Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
+SYNC_INDEX_WORKERS = int(os.environ.get("SYNC_INDEX_WORKERS", "4"))
 
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
@@ -406,5 +413,15 @@ RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
 # sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
 LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
-# /ops/ counts the table for at most this many products (one COUNT Query each).
-OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
+# Products a page of /ops/ lists (index counts only; a product's exact table count is asked for).
+OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
+# Products a catalogue page lists.
+CATALOGUE_PAGE_SIZE = int(os.environ.get("CATALOGUE_PAGE_SIZE", "50"))
+
+# Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
+MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
+# Dotted path of a callable purge(*, keys, paths) that purges a product's pages from a CDN after a
+# moderation change ("" : none). moderation.purge.webhook POSTs them to MODERATION_PURGE_WEBHOOK_URL.
+MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")
+MODERATION_PURGE_WEBHOOK_URL = os.environ.get("MODERATION_PURGE_WEBHOOK_URL", "")
+MODERATION_PURGE_TIMEOUT = float(os.environ.get("MODERATION_PURGE_TIMEOUT", "5"))

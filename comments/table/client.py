@@ -11,7 +11,6 @@ from contextlib import contextmanager
 
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
-from django.core.signals import setting_changed
 
 import aws
 from comments.table.direct import DirectReads
@@ -88,10 +87,3 @@ def reset_clients() -> None:
     dynamodb_probe.cache_clear()
     dynamodbstreams.cache_clear()
 
-
-def _on_setting_changed(*, setting, **kwargs):
-    if setting in ("DYNAMODB", "AWS"):
-        reset_clients()
-
-
-setting_changed.connect(_on_setting_changed)

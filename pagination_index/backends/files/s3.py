@@ -97,21 +97,17 @@ class S3Storage:
         with self._lock:
             self._manifests.pop(group, None)
 
-    def publish(self, group: str, generation: int, chunks, pause=None) -> None:
+    def publish(self, group: str, generation: int, chunks) -> None:
         chunks = list(chunks)
         header = bytes(chunks[0])
         folder = self.folder(group)
         key = f"{folder}gen-{generation:020d}"
         self._call("put_object", Key=key, Body=b"".join(bytes(chunk) for chunk in chunks), IfNoneMatch="*")
-        if pause:
-            pause("written")
         etag, _ = self._fetch_manifest(group)
         manifest = json.dumps({"group": group, "generation": generation, "key": key,
                                "header": base64.b64encode(header[:decode_header(header).data_offset]).decode()})
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         self._call("put_object", Key=folder + "manifest", Body=manifest.encode(), ContentType="application/json", **condition)
-        if pause:
-            pause("published")
         keep = {key, f"{folder}gen-{generation - 1:020d}"}  # and the one before, for stale readers
         old = [item["Key"] for item in self._list(folder + "gen-") if item["Key"] not in keep]
         self._delete(old)
