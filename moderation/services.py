@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 from django.db import transaction
 from django.db.models import F
 
-from comments.windows import forget_fast_window
+from comments.page_cache import product_caches_forget
 from moderation import table
 from moderation.models import AuditEntry, ModeratedComment, Report
 from moderation.purge import purge_product
@@ -22,11 +22,11 @@ class NoSuchComment(Exception):
 
 def _changed(sku: str) -> None:
     """The one way a moderation change reaches the pages: pages 1-10 read the GSI, which no longer
-    holds the comment, once this process's window is dropped (other processes' windows expire within
-    COMMENTS_FAST_CACHE_SECONDS + COMMENTS_FAST_STALE_SECONDS); deeper pages and counts follow the
+    holds the comment, once the product's windows, counts and newest keys are dropped from Django's
+    cache (every process that shares it); deeper pages and counts follow the
     index through the stream; the rendered-HTML cache is keyed by what a page shows, so it has no
     stale copy; shared caches outside are asked to purge."""
-    forget_fast_window(sku)
+    product_caches_forget(sku)
     purge_product(sku)
 
 

@@ -2,14 +2,19 @@
 (docs/architecture.md, "Data model")."""
 from __future__ import annotations
 
+import logging
 import time
 
 from botocore.exceptions import ClientError
+from django.conf import settings
 
 from comments.table.client import dynamodb
 from comments.table.keys import GROUP, MEMBER, RATING_GROUP, SORT_KEY, product_index_name, rating_index_name, table_name
 
-GSI_WAIT_SECONDS = 600
+# DescribeTable between looks at a GSI being created (AWS refreshes its backfill figures slowly).
+GSI_POLL_SECONDS = 2.0
+PITR_WAIT_SECONDS = 120
+logger = logging.getLogger(__name__)
 
 
 def _gsi(name: str, partition_key: str) -> dict:
@@ -42,12 +47,16 @@ def table_definition() -> dict:
         "GlobalSecondaryIndexes": [_gsi(product_index_name(), GROUP), rating_index()],
         "BillingMode": "PAY_PER_REQUEST",
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        # The comments are the only copy of the data (the index is rebuilt from them): no accidental
+        # DeleteTable, and point-in-time recovery (enable_point_in_time_recovery) against bad writes.
+        "DeletionProtectionEnabled": True,
     }
 
 
 def create_tables() -> bool:
-    """Create the comments table if it is missing and wait until it is active; True if created.
-    A table made before the byRating GSI existed gets it from add_rating_index()."""
+    """Create the comments table if it is missing, wait until it is active and turn point-in-time
+    recovery on; True if created. A table made before the byRating GSI existed gets it from
+    add_rating_index()."""
     client = dynamodb()
     try:
         client.create_table(**table_definition())
@@ -57,18 +66,47 @@ def create_tables() -> bool:
             raise
         created = False
     client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    if not created and not client.describe_table(TableName=table_name())["Table"].get("DeletionProtectionEnabled"):
+        client.update_table(TableName=table_name(), DeletionProtectionEnabled=True)  # a table made before it was
+    enable_point_in_time_recovery()
     return created
 
 
-def _index_statuses() -> dict[str, str]:
+def enable_point_in_time_recovery() -> None:
+    """UpdateContinuousBackups, retried while AWS still answers ContinuousBackupsUnavailableException,
+    as it does for a while after a table is created. DynamoDB Local has no PITR (it answers
+    UnknownOperationException): on a local endpoint that is logged and skipped."""
+    client = dynamodb()
+    deadline = time.monotonic() + PITR_WAIT_SECONDS
+    while True:
+        try:
+            client.update_continuous_backups(TableName=table_name(),
+                                             PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
+            return
+        except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code == "UnknownOperationException" and settings.DYNAMODB.get("ENDPOINT_URL"):
+                logger.warning("%s has no point-in-time recovery (DynamoDB Local); not enabled",
+                               settings.DYNAMODB["ENDPOINT_URL"])
+                return
+            if code != "ContinuousBackupsUnavailableException" or time.monotonic() > deadline:
+                raise
+        time.sleep(2)
+
+
+def _index_descriptions() -> dict[str, dict]:
     table = dynamodb().describe_table(TableName=table_name())["Table"]
-    return {gsi["IndexName"]: gsi.get("IndexStatus", "ACTIVE") for gsi in table.get("GlobalSecondaryIndexes", [])}
+    return {gsi["IndexName"]: gsi for gsi in table.get("GlobalSecondaryIndexes", [])}
 
 
-def add_rating_index() -> bool:
+def _index_statuses() -> dict[str, str]:
+    return {name: gsi.get("IndexStatus", "ACTIVE") for name, gsi in _index_descriptions().items()}
+
+
+def add_rating_index(*, on_wait=None) -> bool:
     """UpdateTable to create the byRating GSI if the table lacks it, then wait until it is ACTIVE
-    (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`).
-    True if it had to be created."""
+    (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`),
+    however long that takes (wait_for_index). True if it had to be created."""
     name = rating_index_name()
     added = False
     if name not in _index_statuses():
@@ -83,17 +121,28 @@ def add_rating_index() -> bool:
             if name not in _index_statuses():
                 raise
             # someone else added it meanwhile: wait for theirs
-    deadline = time.monotonic() + GSI_WAIT_SECONDS
-    while _index_statuses().get(name) != "ACTIVE":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"GSI {name!r} on {table_name()!r} is not ACTIVE after {GSI_WAIT_SECONDS} s")
-        time.sleep(1)
+    wait_for_index(name, on_wait=on_wait)
     return added
 
 
+def wait_for_index(name: str, *, on_wait=None, poll_seconds: float = GSI_POLL_SECONDS) -> None:
+    """Wait, without a deadline, until the GSI is ACTIVE: on a large table AWS backfills a new GSI
+    for hours. on_wait(status) is called after each DescribeTable with the GSI's description
+    (IndexStatus, Backfilling, ItemCount, IndexSizeBytes) so a command can show the progress."""
+    while True:
+        description = _index_descriptions().get(name, {})
+        if description.get("IndexStatus", "ACTIVE") == "ACTIVE" and description:
+            return
+        if on_wait:
+            on_wait(description)
+        time.sleep(poll_seconds)
+
+
 def delete_tables() -> None:
+    """Delete the comments table on purpose: its deletion protection is turned off first."""
     client = dynamodb()
     try:
+        client.update_table(TableName=table_name(), DeletionProtectionEnabled=False)
         client.delete_table(TableName=table_name())
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceNotFoundException":

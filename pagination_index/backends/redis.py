@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, RedisError
 
-from pagination_index.backends.base import Entry, NetWriteIndex, Removal, chunked
+from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
 from pagination_index.sortkeys import micros_sort_key, sort_key_micros
 
 # Integers up to 2**53 are exact in the double Redis keeps as the score.
@@ -203,24 +203,26 @@ class RedisIndex(NetWriteIndex):
         for chunk in chunked(list(mapping.items()), CHUNK):
             pipe.zadd(key, dict(chunk))
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        """Build the new set under a temporary key in the group's slot, then swap it in with RENAME
-        in one script (atomic like MULTI/EXEC; a cluster pipeline refuses RENAME)."""
-        scored = {member: sort_key_score(sort_key) for member, sort_key in entries}
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Build the new set under a temporary key in the group's slot, a chunk of the entries at a
+        time (ZADD keeps a repeated member's last score), then swap it in with RENAME in one script
+        (atomic like MULTI/EXEC; a cluster pipeline refuses RENAME)."""
         key = self.key(group)
         temp = f"{self.prefix}tmp:{key[len(self.prefix):]}:{uuid.uuid4().hex}"
         try:
-            if not scored:
-                self.client.unlink(key)
-                return
+            written = False
             with self.client.pipeline(transaction=False) as pipe:
-                for number, chunk in enumerate(chunked(list(scored.items()), CHUNK), start=1):
-                    pipe.zadd(temp, dict(chunk))
+                for number, chunk in enumerate(batched(entries, CHUNK), start=1):
+                    pipe.zadd(temp, {member: sort_key_score(sort_key) for member, sort_key in chunk})
                     if number == 1:
                         pipe.expire(temp, TEMP_KEY_SECONDS)
                     if number % COMMANDS_PER_ROUND_TRIP == 0:
                         pipe.execute()
+                    written = True
                 pipe.execute()
+            if not written:
+                self.client.unlink(key)
+                return
             self.client.eval(SWAP_IN, 2, temp, key)
         except FAILURES:
             self._discard(temp)
@@ -311,6 +313,10 @@ class RedisIndex(NetWriteIndex):
             else:
                 high = middle
         return low
+
+    def is_empty(self) -> bool:
+        """The first group key a SCAN meets answers it: no listing of every key."""
+        return next(iter(self._scan("{*")), None) is None
 
     def groups(self) -> list[str]:
         """Every non-empty group: a SCAN of every primary for group keys (Redis deletes a sorted set

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import Entry, NetWriteIndex, Removal, chunked
+from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
 from pagination_index.backends.blocks import MIN, BlockTree, Key, json_rows
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
@@ -159,15 +159,36 @@ class PlainRelationalIndex(NetWriteIndex):
         )
         return moved + fresh
 
-    def _copy_entries(self, group: str, wanted: dict[str, str]) -> None:
-        """Load a group's entries with COPY: no statement, plan or model instance per entry."""
+    def _copy_entries(self, group: str, entries: Iterable[Entry]) -> int:
+        """Load a group's entries with COPY (no statement, plan or model instance per entry) into a
+        scratch table, then insert the last sort key of each member from it; returns the count.
+        The entries stream through: memory does not grow with the group."""
         connection = connections[self.using]
         quote = connection.ops.quote_name
         with connection.cursor() as cursor:
-            with cursor.cursor.copy(f"COPY {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
-                                    " FROM STDIN") as copy:
-                for member, sort_key in wanted.items():
-                    copy.write_row((group, member, sort_key))
+            cursor.execute("CREATE TEMPORARY TABLE IF NOT EXISTS pagination_index_replace"
+                           " (seq bigserial, member text, sort_key text) ON COMMIT DROP")
+            cursor.execute("TRUNCATE pagination_index_replace")
+            with cursor.cursor.copy("COPY pagination_index_replace (member, sort_key) FROM STDIN") as copy:
+                for member, sort_key in entries:
+                    copy.write_row((member, sort_key))
+            cursor.execute(
+                f"INSERT INTO {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
+                " SELECT DISTINCT ON (member) %s, member, sort_key FROM pagination_index_replace"
+                " ORDER BY member, seq DESC",
+                [group],
+            )
+            return cursor.rowcount
+
+    def _insert_entries(self, group: str, entries: Iterable[Entry]) -> int:
+        """Insert a group's entries a chunk at a time, a repeated member keeping its last sort key."""
+        rows = IndexEntry.objects.using(self.using)
+        for chunk in batched(entries, 2000):
+            rows.bulk_create(
+                (IndexEntry(group=group, member=m, sort_key=s) for m, s in dict(chunk).items()),
+                update_conflicts=True, unique_fields=["group", "member"], update_fields=["sort_key"],
+            )
+        return rows.filter(group=group).count()
 
     def _upsert(self, group: str, entries: list[Entry]) -> list[Change]:
         """Insert new members, move changed ones; return the changes of keys this made."""
@@ -192,19 +213,12 @@ class PlainRelationalIndex(NetWriteIndex):
             changes += [((sort_key, member), 1) for member, sort_key in fresh]
         return changes
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        wanted = dict(entries)
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
         with transaction.atomic(using=self.using):
             group_id, _, levels = self._lock_group(group)
             IndexEntry.objects.using(self.using).filter(group=group).delete()
-            if self._set_based:
-                self._copy_entries(group, wanted)
-            else:
-                for chunk in chunked(list(wanted.items()), 2000):
-                    IndexEntry.objects.using(self.using).bulk_create(
-                        IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
-                    )
-            self._replaced(group, group_id, len(wanted), levels)
+            insert = self._copy_entries if self._set_based else self._insert_entries
+            self._replaced(group, group_id, insert(group, entries), levels)
 
     def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
         """Bring the group's row in step with entries just swapped in (the lock is held)."""
@@ -264,6 +278,9 @@ class PlainRelationalIndex(NetWriteIndex):
 
     def groups(self) -> list[str]:
         return list(IndexGroup.objects.using(self.using).filter(count__gt=0).order_by("name").values_list("name", flat=True))
+
+    def is_empty(self) -> bool:
+        return not IndexGroup.objects.using(self.using).filter(count__gt=0).exists()
 
 
 class _Written:

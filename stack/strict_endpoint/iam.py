@@ -88,3 +88,18 @@ class Policies:
                 raise errors.access_denied(f"User: {principal_arn} is not authorized to perform: {action} on "
                                            f"resource: {resource} because no identity-based policy allows the "
                                            f"{action} action")
+
+
+def template_principals(spec: dict, *, region: str, account: str) -> dict:
+    """The principals of the deploy template's roles (deploy/aws/template.yaml), one per component
+    ("web", "stream", "operator"), each with its role's policy documents resolved for
+    `spec["parameters"]` (template parameters) and `spec.get("physical")` (resources' names). The
+    endpoint enforces exactly what the template grants: config key "iam_template"."""
+    from pathlib import Path
+
+    from deploy.aws.template import TEMPLATE, load, role_policies
+
+    template = load(Path(spec.get("path") or TEMPLATE))
+    found = role_policies(parameters=spec.get("parameters"), physical=spec.get("physical"), region=region,
+                          account=account, template=template)
+    return {component: {"policies": documents} for component, documents in found.items()}

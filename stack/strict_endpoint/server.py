@@ -16,9 +16,10 @@ from aiohttp import web
 
 from stack.strict_endpoint import errors, hooks
 from stack.strict_endpoint.auth import CredentialStore, Identity, new_key_id, new_secret
+from stack.strict_endpoint.backups import OPERATIONS as BACKUP_OPERATIONS, ContinuousBackups
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
-from stack.strict_endpoint.iam import Policies, PolicyError
+from stack.strict_endpoint.iam import Policies, PolicyError, template_principals
 from stack.strict_endpoint.metering import Meter, Metering, consumed_capacity, request_partitions
 from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
@@ -49,6 +50,10 @@ MUTABLE = {"clock_skew_seconds", "creating_seconds", "metering", "throttle", "fa
 class StrictEndpointServer:
     def __init__(self, upstream_url: str, config: dict):
         self.config = {**DEFAULTS, **config}
+        if self.config.get("iam_template"):  # the deploy template's roles, under their components' names
+            self.config["principals"] = {**template_principals(self.config["iam_template"], region=self.config["region"],
+                                                               account=self.config["account"]),
+                                         **self.config["principals"]}
         self.initial = copy.deepcopy(self.config)
         self.upstream = Upstream(upstream_url)
         self.credentials = CredentialStore(region=self.config["region"], account=self.config["account"])
@@ -60,6 +65,7 @@ class StrictEndpointServer:
         self.log = RequestLog()
         self.meter = Meter()
         self.tables = Tables(self.upstream)
+        self.backups = ContinuousBackups(self.tables)
         self.metering = Metering(self.upstream, self.tables)
         self.faults, self.throttle, self.policies = Faults(), PartitionThrottle(), Policies()
         self.apply({key: self.config[key] for key in MUTABLE})
@@ -140,6 +146,8 @@ class StrictEndpointServer:
             if rule.kind == "ConnectionReset" and not rule.after_forward:
                 _reset(request)
                 return None, b"", {}
+        if service == "dynamodb" and operation in BACKUP_OPERATIONS:
+            return 200, json.dumps(await self.backups.handle(operation, params)).encode(), {}
         if service == "streams" and self.streams is not None:
             status, answer = await self.streams.handle(operation, params)
             return status, json.dumps(answer).encode(), {}
@@ -189,6 +197,8 @@ class StrictEndpointServer:
             if description and self.streams is not None and hasattr(self.streams, "table_description"):
                 self.streams.table_description(description)
                 changed = True
+        if status == 200 and operation == "DeleteTable":
+            self.backups.forget(params.get("TableName", ""))
         if status == 200 and operation == "Query" and params.get("IndexName") and self.gsi_view is not None:
             answer = await self.gsi_view.adjust_query(params, answer)
             changed = True
@@ -229,10 +239,34 @@ class StrictEndpointServer:
             ("PUT", "/faults", self.admin_set_faults),
             ("PUT", "/principals/{name}", self.admin_set_principal),
             ("DELETE", "/principals/{name}", self.admin_remove_principal),
+            ("GET", "/hooks/{name}", self.admin_hook_status),
+            ("PATCH", "/hooks/{name}", self.admin_configure_hook),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
         return app
+
+    def _hook(self, request):
+        """The streams or gsi_view hook named in the path (404 when not configured)."""
+        name = request.match_info["name"].replace("-", "_")
+        hook = {"streams": self.streams, "gsi_view": self.gsi_view}.get(name)
+        if hook is None:
+            raise web.HTTPNotFound(text=f"no {name} hook is configured")
+        return hook
+
+    async def admin_hook_status(self, request):
+        hook = self._hook(request)
+        return web.json_response(hook.status() if hasattr(hook, "status") else {})
+
+    async def admin_configure_hook(self, request):
+        """Body: options the hook's configure() takes (e.g. {"shards": 8} for the emulated stream)."""
+        hook = self._hook(request)
+        if not hasattr(hook, "configure"):
+            raise web.HTTPBadRequest(text="this hook takes no options while running")
+        try:
+            return web.json_response(hook.configure(await _json(request)))
+        except (ValueError, TypeError) as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
 
     async def admin_health(self, request):
         return web.json_response({"ok": True})

@@ -1,0 +1,34 @@
+"""create_tables turns on deletion protection and point-in-time recovery (through the strict endpoint,
+which answers the PITR calls DynamoDB Local lacks); delete_tables turns protection off on purpose."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+from django.core.management import call_command
+from django.test import override_settings
+
+from comments.table.client import dynamodb
+from comments.table.schema import delete_tables
+
+
+@pytest.mark.django_db
+def test_create_tables_protects_the_table_and_turns_on_pitr(strict_dynamodb_settings):
+    config = dict(strict_dynamodb_settings, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
+    with override_settings(DYNAMODB=config):
+        call_command("create_tables", verbosity=0)
+        try:
+            client = dynamodb()
+            assert client.describe_table(TableName=config["TABLE"])["Table"]["DeletionProtectionEnabled"] is True
+            backups = client.describe_continuous_backups(TableName=config["TABLE"])["ContinuousBackupsDescription"]
+            assert backups["PointInTimeRecoveryDescription"]["PointInTimeRecoveryStatus"] == "ENABLED"
+            with pytest.raises(ClientError, match="protected against deletion"):
+                client.delete_table(TableName=config["TABLE"])
+            client.update_table(TableName=config["TABLE"], DeletionProtectionEnabled=False)
+            call_command("create_tables", verbosity=0)  # an existing table gets its protection back
+            assert client.describe_table(TableName=config["TABLE"])["Table"]["DeletionProtectionEnabled"] is True
+        finally:
+            delete_tables()
+        with pytest.raises(ClientError, match="ResourceNotFoundException|not found"):
+            client.describe_table(TableName=config["TABLE"])

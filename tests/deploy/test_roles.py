@@ -1,0 +1,78 @@
+"""Each component runs with its own role's key against the strict endpoint, which enforces the deploy
+template's policies: what the component does is allowed, and an action or a resource outside its role
+is AccessDeniedException. The calls made are the ones the role grants (tests/deploy/aws_actions.py)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ClientError
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+from comments.table.client import dynamodb, dynamodbstreams
+from comments.table.schema import delete_tables
+from tests import factories
+from tests.deploy.aws_actions import ungranted, unused_grants
+from tests.deploy.roles import as_component, install_roles
+
+pytestmark = pytest.mark.django_db
+SKU = "ROLES-1"
+
+
+def denied(call) -> str:
+    with pytest.raises(ClientError) as excinfo:
+        call()
+    assert excinfo.value.response["Error"]["Code"] == "AccessDeniedException"
+    return excinfo.value.response["Error"]["Message"]
+
+
+def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dynamodb_settings, strict_endpoint,
+                                                                    aws_actions):
+    table = f"comments-{uuid.uuid4().hex[:12]}"
+    keys = install_roles(strict_endpoint, {"CommentsTableName": table, "IndexBackend": "relational"})
+    with override_settings(DYNAMODB=dict(strict_dynamodb_settings, TABLE=table)):
+        try:
+            with as_component(keys, "operator"):
+                call_command("create_tables", verbosity=0)
+                denied(lambda: dynamodb().delete_table(TableName=table))  # deletion is nobody's role
+            comments = factories.seed(SKU, 230, seed=5)  # the test's own set-up, with the default key
+            factories.product(SKU)
+            with as_component(keys, "operator"):
+                call_command("rebuild_index", product=[SKU], verbosity=0)
+                call_command("verify_index", verbosity=0)
+                denied(lambda: dynamodb().put_item(TableName=table, Item={"PK": {"S": "x"}, "SK": {"S": "y"}}))
+
+            with as_component(keys, "web"):
+                browser = Client(headers={"Origin": "http://testserver"})
+                for path in (f"/products/{SKU}/", f"/products/{SKU}/?page=12", "/readyz"):
+                    assert browser.get(path).status_code == 200, path
+                posted = browser.post(f"/products/{SKU}/comments/", {"author": "Ann", "rating": "4", "body": "Hi."})
+                assert posted.status_code == 303
+                assert browser.get(posted["Location"]).status_code == 200
+                page = browser.get(f"/products/{SKU}/?page=12").content.decode()
+                assert f'id="comment-{comments[221].pk}"' in page
+                denied(lambda: dynamodb().scan(TableName=table, Limit=1))
+                denied(lambda: dynamodb().delete_item(TableName=table, Key={"PK": {"S": "x"}, "SK": {"S": "y"}}))
+                denied(lambda: dynamodb().query(TableName="another-table", KeyConditionExpression="PK = :p",
+                                                ExpressionAttributeValues={":p": {"S": "x"}}))
+                denied(lambda: dynamodbstreams().list_streams(TableName=table))
+
+            with as_component(keys, "stream"):
+                call_command("sync_index", once=True, verbosity=0)
+                denied(lambda: dynamodb().put_item(TableName=table, Item={"PK": {"S": "x"}, "SK": {"S": "y"}}))
+                denied(lambda: dynamodb().query(TableName=table, KeyConditionExpression="PK = :p",
+                                                ExpressionAttributeValues={":p": {"S": "x"}}))
+        finally:
+            delete_tables()  # with the default key: turning protection off and deleting are no role's
+
+    calls = aws_actions()
+    assert ungranted(calls) == []
+    assert {call["component"] for call in calls} == {"operator", "web", "stream"}
+    called = {(call["component"], call["action"]) for call in calls}
+    assert {("web", "dynamodb:Query"), ("web", "dynamodb:PutItem"), ("stream", "dynamodb:GetRecords"),
+            ("operator", "dynamodb:CreateTable"), ("operator", "dynamodb:UpdateContinuousBackups")} <= called
+    # With the relational index, what the tour leaves unused is what other tests (or AWS) call.
+    leftover = unused_grants(calls, backends=("relational",))
+    assert leftover.get("stream", set()) == set(), leftover
+
