@@ -10,6 +10,7 @@ the source's business (settings.PAGINATION_INDEX_SOURCE).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
