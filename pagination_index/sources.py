@@ -93,3 +93,6 @@ class BaseSource:
     def approximate_item_count(self) -> int:
         """A cheap estimate of the table's size, for progress bars; 0 when unknown."""
         return 0
+
+    def close(self) -> None:
+        """Release connections; called when the handler is reset."""

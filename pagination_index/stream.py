@@ -10,7 +10,6 @@ the source's business (settings.PAGINATION_INDEX_SOURCE).
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from botocore.exceptions import (
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
+from aws.retries import Backoff
 from pagination_index import get_source
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
 from pagination_index.fences import apply_fenced
@@ -89,17 +89,6 @@ def record_created_at(record: dict) -> datetime | None:
 
 def _error_code(exc: ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
-
-
-@dataclass
-class Backoff:
-    """Capped exponential backoff with full jitter: attempt n waits uniform(0, min(cap, base*2**n))."""
-
-    base: float = 0.2
-    cap: float = 20.0
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.cap, self.base * 2**attempt))
 
 
 @dataclass

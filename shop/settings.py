@@ -61,12 +61,14 @@ INSTALLED_APPS = [
     "shop",
     "comments",
     "ops",
+    "moderation",
 ]
 
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
+    "moderation.middleware.SurrogateKeyMiddleware",  # Cache-Tag / Surrogate-Key on product pages: CDN purges
     # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
     # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
     "django.middleware.gzip.GZipMiddleware",
@@ -160,6 +162,19 @@ DYNAMODB = {
     "READ_TIMEOUT": float(os.environ.get("DYNAMODB_READ_TIMEOUT", "5")),
     "BULK_READ_TIMEOUT": float(os.environ.get("DYNAMODB_BULK_READ_TIMEOUT", "60")),  # rebuild, verify
     "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
+}
+
+# How every AWS client is built (aws/__init__.py): credentials always from boto3's default chain (keys
+# "local" only for an emulator's endpoint when the chain has none); the CA bundle from AWS_CA_BUNDLE
+# or the profile's ca_bundle, proxies from HTTPS_PROXY/NO_PROXY, as botocore reads them; VERIFY_TLS
+# off (AWS_VERIFY_TLS=0) skips certificate checks, for an emulator with a self-made certificate only.
+# Page requests get DYNAMODB_MAX_ATTEMPTS; sync_index, the Lambda handler and the DynamoDB index's
+# writes get botocore's adaptive mode with BACKGROUND_MAX_ATTEMPTS, bulk commands (rebuild_index,
+# verify_index, backfill_rating_keys) with BULK_MAX_ATTEMPTS.
+AWS = {
+    "VERIFY_TLS": env_bool("AWS_VERIFY_TLS", True),
+    "BACKGROUND_MAX_ATTEMPTS": int(os.environ.get("AWS_BACKGROUND_MAX_ATTEMPTS", "10")),
+    "BULK_MAX_ATTEMPTS": int(os.environ.get("AWS_BULK_MAX_ATTEMPTS", "20")),
 }
 
 # Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
@@ -400,3 +415,11 @@ LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
 OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
 # Products a catalogue page lists.
 CATALOGUE_PAGE_SIZE = int(os.environ.get("CATALOGUE_PAGE_SIZE", "50"))
+
+# Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
+MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
+# Dotted path of a callable purge(*, keys, paths) that purges a product's pages from a CDN after a
+# moderation change ("" : none). moderation.purge.webhook POSTs them to MODERATION_PURGE_WEBHOOK_URL.
+MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")
+MODERATION_PURGE_WEBHOOK_URL = os.environ.get("MODERATION_PURGE_WEBHOOK_URL", "")
+MODERATION_PURGE_TIMEOUT = float(os.environ.get("MODERATION_PURGE_TIMEOUT", "5"))

@@ -21,7 +21,8 @@ from shop.sitemaps import SITEMAPS
 ROBOTS_DISALLOW = [
     "/admin/",
     "/api/",
-    "/products/*/comments/",
+    "/products/*/comments/",  # the comment form's target and every comment's report form
+    "/products/*/reported/",
     "/*?rating=",
     "/*&rating=",
     "/*?cursor=",

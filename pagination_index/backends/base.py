@@ -139,10 +139,16 @@ class BaseIndex:
     - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
       Cluster that lost one primary). Request handling then does not fail every call fast after
       one failure, so the groups still served keep answering.
+    - `write_ahead_log`: True when writes wait in a log that `commit(group)` folds in and
+      `pending_groups()` lists (the files backend; commit_index).
+    - `table` / `create_table()`: the store's own table where the backend has one (DynamoDB), and
+      making it (`make run`).
     """
 
     database_alias: str | None = None
     partial_failures: bool = False
+    write_ahead_log: bool = False
+    table: str | None = None
     # The store's own exceptions that mean "down or failing". Every public method a subclass defines
     # is wrapped by index_errors() to raise them as IndexUnavailable, so backend code raises its own
     # errors (or lets the client's through) and never IndexUnavailable itself.
@@ -249,6 +255,12 @@ class BaseIndex:
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
 
+    def create_storage(self) -> str | None:
+        """Make what the backend stores its entries in outside the Django database, if missing (the
+        DynamoDB backend's table), and say what it is; None: nothing to make. `manage.py create_tables`
+        calls it, never the running site, which then needs no permission to create anything."""
+        return None
+
     def maintain(self) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
         the DynamoDB backend re-marks marked groups. sync_index calls it after every poll (with
@@ -271,6 +283,17 @@ class BaseIndex:
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """What in the backend's structures disagrees with `expected` (the true entries, newest first)."""
         return []
+
+    def commit(self, group: str) -> bool:
+        """Fold the group's write-ahead log in now; False when there was nothing to fold."""
+        return False
+
+    def pending_groups(self) -> list[str]:
+        """The groups whose write-ahead log holds changes not yet committed."""
+        return []
+
+    def create_table(self) -> None:
+        """Create the store's own table, where the backend has one; nothing to make elsewhere."""
 
 
 class NetWriteIndex(BaseIndex):

@@ -5,7 +5,7 @@ from botocore.exceptions import ClientError
 from django.core.management.base import CommandError
 
 from comments.store import rating_key_updates
-from comments.table.client import dynamodb
+from comments.table.client import dynamodb_bulk
 from comments.table.keys import table_name
 from pagination_index import ReadBudget
 from pagination_index.management import ReportingCommand
@@ -37,7 +37,7 @@ class Command(ReportingCommand):
         if segments < 1:
             raise CommandError("--segments must be at least 1")
         try:
-            approximate = dynamodb().describe_table(TableName=table_name())["Table"].get("ItemCount", 0)
+            approximate = dynamodb_bulk().describe_table(TableName=table_name())["Table"].get("ItemCount", 0)
         except ClientError as exc:
             raise CommandError(f"cannot read table {table_name()!r}: {exc}") from exc
         run = f"{RUN}:{segments}"  # a segment's position means nothing under another segment count

@@ -2,13 +2,15 @@ from django.core.management import call_command
 
 from comments.table.keys import rating_index_name, table_name
 from comments.table.schema import add_rating_index, create_tables
+from pagination_index import get_index
 from pagination_index.management import ReportingCommand
 
 
 class Command(ReportingCommand):
     help = (
         "Create the DynamoDB comments table (keys, byProduct and byRating GSIs, stream) if it does not exist, "
-        "or add the byRating GSI to an older table and wait until it is active. Idempotent."
+        "or add the byRating GSI to an older table and wait until it is active; and the index backend's own "
+        "storage where it has one (PAGINATION_INDEX_BACKEND=dynamodb: its table). Idempotent."
     )
 
     def add_arguments(self, parser):
@@ -19,6 +21,9 @@ class Command(ReportingCommand):
         created = create_tables()
         added = add_rating_index(on_wait=self._waiting)
         self.summary(f"table {table_name()!r} {'created' if created else 'already exists'}")
+        storage = get_index().create_storage()
+        if storage:
+            self.summary(f"{storage} ready")
         if added:
             self.summary(f"GSI {rating_index_name()!r} added to the table")
         if added and backfill:

@@ -32,7 +32,6 @@ from .storage import Generation, LocalStorage, sync_batch
 
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
 UUID_COLUMNS = fmt.UUID_COLUMNS
-PAUSE_ENV = "PAGINATION_INDEX_FILES_PAUSE_AT"  # crash tests: "<step>:<marker file>"
 
 
 class GroupUnsettled(Exception):
@@ -66,22 +65,13 @@ class GroupView:
         return self.base_count - len(self.overlay.deleted) + len(self.overlay.inserted)
 
 
-def _pause(step: str) -> None:
-    """Crash tests: with PAGINATION_INDEX_FILES_PAUSE_AT=<step>:<marker>, a committer reaching that
-    step creates the marker file and waits there to be killed."""
-    wanted = os.environ.get(PAUSE_ENV, "")
-    if wanted.partition(":")[0] == step:
-        Path(wanted.partition(":")[2]).write_text(str(os.getpid()))
-        while True:
-            time.sleep(1)
-
-
 class FileIndex(NetWriteIndex):
     """OPTIONS: PATH (the folder), COMMIT_ENTRIES (commit a group once its log holds this many
     changes), COMMIT_SECONDS (or once its log is this old, checked on writes and by maintain())."""
 
     unavailable_errors = FAILURES
     error_label = "files index"
+    write_ahead_log = True
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
@@ -392,9 +382,8 @@ class FileIndex(NetWriteIndex):
         header = fmt.encode_header(group=group, layout=layout, record_size=size, count=count,
                                    generation=view.generation + 1, records_crc=crc)
         self.storage.remove_temporary(group)
-        self.storage.publish(group, view.generation + 1, [header, *chunks], pause=_pause)
+        self.storage.publish(group, view.generation + 1, [header, *chunks])
         self.storage.forget(group)  # our own next read looks at the new generation at once
-        _pause("before-drop")
         self._drop_logs(group, keep=view.generation + 1)
 
     def _drop_logs(self, group: str, *, keep: int) -> None:
