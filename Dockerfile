@@ -21,6 +21,7 @@ COPY shop ./shop
 COPY comments ./comments
 COPY pagination_index ./pagination_index
 COPY ops ./ops
+COPY metrics ./metrics
 COPY templates ./templates
 COPY jinja2 ./jinja2
 COPY static ./static

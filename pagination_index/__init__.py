@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
+from metrics import instrument_index
 from pagination_index.backends.base import Add, BaseIndex, Entry, IndexUnavailable, InvalidIndexBackendError, Op, Remove
 from pagination_index.progress import Progress
 from pagination_index.sortkeys import SORT_KEY_FORMAT, micros_sort_key, sort_key_micros
@@ -43,7 +44,7 @@ def _load(config: dict, base: type, error: type, what: str):
 
 
 def load_backend(config: dict) -> BaseIndex:
-    return _load(config, BaseIndex, InvalidIndexBackendError, "pagination index backend")
+    return instrument_index(_load(config, BaseIndex, InvalidIndexBackendError, "pagination index backend"))
 
 
 def load_source(config: dict) -> BaseSource:

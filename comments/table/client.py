@@ -26,6 +26,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 
 from comments.table.direct import DirectReads, may_hold_binary
+from metrics import instrument_client
 from pagination_index import SourceUnavailable
 
 # Health checks want a fast answer, not a patient one: one attempt, short timeouts.
@@ -113,7 +114,7 @@ def _item_read_session() -> boto3.session.Session:
 
 @functools.cache
 def dynamodb():
-    return _item_read_session().client("dynamodb", **_client_kwargs())
+    return instrument_client(_item_read_session().client("dynamodb", **_client_kwargs()))
 
 
 @functools.cache
@@ -129,7 +130,7 @@ def dynamodb_reads() -> DirectReads:
     attempts = settings.DYNAMODB["MAX_ATTEMPTS"]
 
     def retry_client():
-        return _item_read_session().client("dynamodb", **_client_kwargs(client_config(attempts=attempts - 1)))
+        return instrument_client(_item_read_session().client("dynamodb", **_client_kwargs(client_config(attempts=attempts - 1))))
 
     return DirectReads(dynamodb(), credentials, retry_client if attempts > 1 else None)
 
@@ -137,7 +138,7 @@ def dynamodb_reads() -> DirectReads:
 @functools.cache
 def dynamodb_bulk():
     """The DynamoDB client for commands that read whole partitions or the whole table."""
-    return _item_read_session().client("dynamodb", **_client_kwargs(client_config(bulk=True)))
+    return instrument_client(_item_read_session().client("dynamodb", **_client_kwargs(client_config(bulk=True))))
 
 
 @functools.cache
@@ -148,7 +149,7 @@ def dynamodb_probe():
 
 @functools.cache
 def dynamodbstreams():
-    return boto3.session.Session().client("dynamodbstreams", **_client_kwargs())
+    return instrument_client(boto3.session.Session().client("dynamodbstreams", **_client_kwargs()))
 
 
 def reset_clients() -> None:
