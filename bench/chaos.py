@@ -4,6 +4,7 @@ shoppers browse and post, and then proof that nothing was lost.
     python -m bench.chaos               # 20,000-comment shop, Redis index, every fault
     python -m bench.chaos --smoke       # 3,000 comments, shorter windows (CI)
     python -m bench.chaos --index postgres
+    python -m bench.chaos --direct      # DynamoDB Local straight, without the strict endpoint
 
 The stack, all processes of this run's own on free ports: nginx with the repository's config in
 front (--no-nginx: none), gunicorn with gunicorn.conf.py and production settings (DEBUG off), `sync_index` following the stream, DynamoDB Local with its data in
@@ -13,6 +14,13 @@ in a redis-server of its own (append-only file, fsync always) or a PostgreSQL cl
 Load: threads fetching hot pages (pages 1-3 of the biggest products) and crawl pages (any page of
 any product), and a poster submitting the real form (a GET for its CSRF cookie, then the POST), each
 comment with a unique marker in its text.
+
+DynamoDB is reached through the strict endpoint (stack/strict_endpoint/) by default, as on AWS: TLS,
+every signature checked against the one pair of credentials the processes are given, 10% of the
+table's reads and writes throttled (--throttle-rate) and 3-8 ms of latency on every request, from
+the first shopper to the last fault (the closing checks run without faults). Printed beside the
+faults: the share of 503s with no fault but the throttles, the most attempts one page request made
+(counted at the endpoint by X-Shop-Request-Id), and the keys requests were signed with.
 
 Faults, one at a time, each followed by a recovery window: kill -9 and restart of the index store,
 of DynamoDB Local, of sync_index (twice) and of one gunicorn worker; a 10 s SIGSTOP of Redis.
@@ -38,6 +46,7 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -49,6 +58,10 @@ from stack.nginx import Nginx, nginx_binary
 from tests.pages import parse
 from tests.services import RedisServer
 
+# The table's reads and writes: what the throttles of --throttle-rate hit (the stream and DescribeTable not).
+DATA_OPERATIONS = ["GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems", "PutItem", "UpdateItem",
+                   "DeleteItem", "BatchWriteItem", "TransactWriteItems"]
+LATENCY = {"base_ms": 3, "jitter_ms": 5}  # 3-8 ms on every request
 SIZE, SMOKE_SIZE = 20_000, 3_000
 PAGE_SIZE = 20
 LOAD_THREADS = 4
@@ -314,8 +327,8 @@ def back_to_200(load: Load, window: Window) -> float | None:
 class Stack:
     """The production topology, and the faults it knows how to suffer."""
 
-    def __init__(self, dataset: Dataset, index: str, scratch: Path, *, nginx: bool):
-        self.dataset, self.index, self.scratch = dataset, index, scratch
+    def __init__(self, dataset: Dataset, index: str, scratch: Path, *, nginx: bool, strict=None):
+        self.dataset, self.index, self.scratch, self.strict = dataset, index, scratch, strict
         self.port = free_port()  # gunicorn's
         self.nginx = Nginx(scratch / "nginx", upstream=f"127.0.0.1:{self.port}",
                            static_root=Path(dataset.env["DJANGO_STATIC_ROOT"])) if nginx else None
@@ -331,6 +344,10 @@ class Stack:
                     "DJANGO_CSRF_TRUSTED_ORIGINS": f"http://127.0.0.1:{self.port},http://127.0.0.1:{self.front}", "COMMENTS_POSTS_PER_MINUTE": "0",
                     "SYNC_INDEX_LEASE_SECONDS": "5", "LOG_LEVEL": "WARNING", "PYTHONUNBUFFERED": "1",
                     "DJANGO_SETTINGS_MODULE": "shop.settings"}
+        if strict is not None:  # its URL, its CA, the one pair of keys it knows: the processes' only credentials
+            for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+                self.env.pop(name, None)
+            self.env.update(strict.env())
         self.gunicorn = Process("gunicorn", [str(Path(sys.executable).parent / "gunicorn"), "-c",
                                              str(ROOT / "gunicorn.conf.py"), "shop.wsgi"],
                                 self.env, scratch / "gunicorn.log")
@@ -440,6 +457,9 @@ def main() -> None:
     parser.add_argument("--index", choices=["redis", "postgres"], default="redis")
     parser.add_argument("--no-nginx", action="store_true", help="Shoppers talk to gunicorn directly.")
     parser.add_argument("--recovery-seconds", type=float, help="Load kept on after each fault (default 12; smoke 6).")
+    parser.add_argument("--direct", action="store_true", help="DynamoDB Local straight, without the strict endpoint.")
+    parser.add_argument("--throttle-rate", type=float, default=0.1,
+                        help="Share of the table's reads and writes the strict endpoint throttles (default 0.1).")
     args = parser.parse_args()
     size = SMOKE_SIZE if args.smoke else SIZE
     recovery = args.recovery_seconds or (6.0 if args.smoke else 12.0)
@@ -449,16 +469,22 @@ def main() -> None:
         shutil.chown(scratch, "postgres", "postgres")
     dataset = Dataset(size)
     windows: list[Window] = []
-    with dataset:
+    endpoint_report: dict = {"direct": True} if args.direct else {}
+    with dataset, ExitStack() as services:
         products = dataset.products()
         pages = {sku: max(1, -(-count // PAGE_SIZE)) for sku, count in products.items()}
         top = sorted(products, key=products.get, reverse=True)[:3]
         paths = {"hot": [f"/products/{sku}/" + (f"?page={n}" if n > 1 else "") for sku in top for n in (1, 2, 3)],
                  "crawl": [f"/products/{sku}/?page={n}" for sku, last in pages.items() for n in range(2, last + 1)]}
         nginx = not args.no_nginx and nginx_binary() is not None
-        stack = Stack(dataset, args.index, scratch, nginx=nginx)
+        strict = None if args.direct else services.enter_context(strict_endpoint(dataset, scratch))
+        stack = Stack(dataset, args.index, scratch, nginx=nginx, strict=strict)
         try:
             stack.start()
+            if strict is not None:
+                strict.set_faults([{"kind": "ProvisionedThroughputExceededException", "rate": args.throttle_rate,
+                                    "operations": DATA_OPERATIONS}], seed=1, latency=LATENCY)
+                strict.clear_requests()
             print(f"stack up on 127.0.0.1:{stack.front} ({'nginx -> ' if nginx else ''}gunicorn; index: {args.index}); "
                   f"load for {recovery:.0f} s first")
             with Load(stack.front, paths, post_every=0.5) as load:
@@ -493,6 +519,9 @@ def main() -> None:
                              f"{entry['p99_during_ms']:.0f}", fmt(entry["after"]),
                              "never" if recovered is None else f"{recovered:.1f}", str(entry["status_500"])])
             print(format_table(["fault", "down s", "during", "p99 ms", "after", "to 200 s", "500s"], rows))
+            if strict is not None:
+                endpoint_report = endpoint_figures(strict, baseline, load, args.throttle_rate)
+                strict.set_faults([])
             losses = check_nothing_lost(stack, load, products, args.smoke)
         finally:
             stack.stop()
@@ -503,6 +532,7 @@ def main() -> None:
                                 "2 cores shared by gunicorn, sync_index, DynamoDB Local's JVM, the index store and "
                                 "this load generator"),
         "index": args.index, "nginx": nginx, "comments": size, "faults": report, "nothing_lost": losses,
+        "strict_endpoint": endpoint_report,
         "status_500": all_500, "recovery_target_s": RECOVERY_TARGET, "slow_recoveries": slow,
     })
     print(f"saved {path.relative_to(ROOT)}")
@@ -513,11 +543,48 @@ def main() -> None:
     else:
         shutil.rmtree(scratch, ignore_errors=True)
     problems = [f"{all_500} responses with status 500"] if all_500 else []
+    if endpoint_report.get("foreign_keys"):
+        problems.append(f"requests signed with other keys: {endpoint_report['foreign_keys']}")
     problems += [f"lost: {what}" for what, ok in losses.items() if ok is False]
     if problems:
         raise SystemExit("chaos: " + "; ".join(problems))
     if slow:
         print(f"slower than {RECOVERY_TARGET:.0f} s to recover: {', '.join(slow)}")
+
+
+@contextmanager
+def strict_endpoint(dataset: Dataset, scratch: Path):
+    """The strict endpoint in front of the dataset's DynamoDB Local (its log in the run's folder)."""
+    from stack.strict_endpoint import StrictEndpoint
+
+    endpoint = StrictEndpoint(dataset.database.endpoint_url, config={"creating_seconds": 0},
+                              state_dir=scratch / "strict-endpoint", log_path=scratch / "strict-endpoint.log")
+    endpoint.start()
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+def endpoint_figures(strict, baseline: Window, load: Load, throttle_rate: float) -> dict:
+    """What the endpoint saw under load: attempts per page request, the keys requests were signed
+    with, and the 503s of the baseline window (no fault but the throttles)."""
+    summary = strict.attempts_summary()
+    calm = load.since(baseline.started, baseline.ended)
+    unavailable = sum(1 for sample in calm if sample.status == 503)
+    figures = {
+        "throttle_rate": throttle_rate, "latency": LATENCY,
+        "max_attempts_per_page_request": summary.get("max_attempts_per_request_id"),
+        "max_attempts_per_call": summary.get("max_attempts_per_invocation"),
+        "key_ids": summary.get("key_ids", []),
+        "foreign_keys": sorted(set(summary.get("key_ids", [])) - {strict.access_key_id}),
+        "baseline_responses": len(calm), "baseline_503": unavailable,
+        "baseline_503_share": round(unavailable / len(calm), 4) if calm else None,
+    }
+    print(f"strict endpoint: {throttle_rate:.0%} throttled, 3-8 ms latency; baseline 503s {unavailable} of "
+          f"{len(calm)}; most attempts in one page request {figures['max_attempts_per_page_request']}; "
+          f"signed with other keys: {figures['foreign_keys'] or 'none'}")
+    return figures
 
 
 def fmt(counts: dict[str, int]) -> str:

@@ -115,6 +115,8 @@ def redis_index(prefix: str | None = None):
     from django.core.management import call_command
     from django.test import override_settings
 
+    import tests.signals  # noqa: F401  (override_settings resets the loaded index)
+
     from pagination_index import get_index
 
     prefix = prefix or f"bench-pidx:{os.getpid()}:{uuid.uuid4().hex[:6]}:"
@@ -136,6 +138,8 @@ def postgres_index():
     from django.core.management import call_command
     from django.db import connections
     from django.test import override_settings
+
+    import tests.signals  # noqa: F401  (override_settings resets the loaded index)
 
     name = f"bench_pages_{os.getpid()}"
     with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as admin:

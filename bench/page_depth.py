@@ -241,6 +241,7 @@ def dynalite(size: int, out):
     from django.conf import settings
     from django.test import override_settings
 
+    import tests.signals  # noqa: F401  (override_settings resets the AWS clients)
     from comments import demo, schema
     from comments.store import put_comments
 

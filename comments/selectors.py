@@ -1,7 +1,7 @@
 """Reads for product pages and the comments API: page N, or any offset, of a product's comments,
 newest first, optionally only some ratings (the union of rating groups: comments/union.py).
 
-Pages 1..FAST_PAGES come from each group's newest comments (comments/windows.py), read straight from
+Pages 1..FAST_PAGES come from each group's newest comments (comments/page_cache.py), read straight from
 DynamoDB; deeper pages find their start in the pagination index and read one Query from there."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from comments.paging import CommentPage, CommentPaginator, CommentSlice, RatingS
 from comments.store import Comment
 from comments.table.keys import RATINGS, rating_group
 from comments.union import TOP, Position, Slice, groups_for
-from comments.windows import FastWindow, fast_window_size, fast_windows, recent_counts, recent_newest_sk
+from comments.page_cache import FastWindow, fast_window_size, page_cache
 from pagination_index import IndexUnavailable, index
 
 
@@ -25,7 +25,7 @@ def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
     if complete:
         return seen, False
     try:
-        return max(sum(recent_counts(groups).values()), seen), False
+        return max(sum(page_cache.counts(groups).values()), seen), False
     except IndexUnavailable:
         return seen, True  # the fast windows don't need the index: serve them with what we can see
 
@@ -69,7 +69,7 @@ def _find(sku: str, groups: list[str], offset: int, count: int, validate,
     """`count` comments of the union from `offset`; `validate(total)` raises before any read past
     the end. `pinned` comments show in the fast windows even before the GSI has them."""
     if offset + count <= fast_window_size():
-        windows = fast_windows(groups)
+        windows = page_cache.windows(groups)
         lists = _with_pinned(sku, groups, windows, pinned)
         top = union.merge(groups, lists, Position(0, dict.fromkeys(groups, TOP)), offset + count)
         seen = sum(len(comments) for comments in lists)
@@ -84,7 +84,7 @@ def _find(sku: str, groups: list[str], offset: int, count: int, validate,
         # page (Last-Modified); both are shared for COMMENTS_FAST_CACHE_SECONDS, as fresh as pages
         # 1..FAST_PAGES. The comments themselves are looked up afresh (start_after_rank: a page that
         # shrank away is a 404). A union's search needs the counts of this moment.
-        counts, newest_sk = recent_counts(groups), recent_newest_sk(groups[0])
+        counts, newest_sk = page_cache.counts(groups), page_cache.newest_sk(groups[0])
     else:
         counts, newest_sk = index.count_many(groups), _newest_sk(groups)
     total = sum(counts.values())
@@ -163,7 +163,7 @@ def product_rating_stats(*, sku: str) -> RatingStats | None:
     """Comments per rating from the five rating groups' counts (one index call, no scan); None when
     the index cannot answer."""
     try:
-        counts = recent_counts([rating_group(sku, rating) for rating in RATINGS])
+        counts = page_cache.counts([rating_group(sku, rating) for rating in RATINGS])
     except IndexUnavailable:
         return None
     return RatingStats({rating: counts[rating_group(sku, rating)] for rating in RATINGS})
@@ -215,12 +215,12 @@ def _archive_count(sku: str) -> tuple[int, FastWindow | None]:
     try:
         count = index.count(sku)
     except IndexUnavailable:
-        window = fast_windows([sku])[0]
+        window = page_cache.windows([sku])[0]
         if window.complete:
             return len(window.comments), window
         raise
     if count <= fast_window_size():
-        window = fast_windows([sku])[0]
+        window = page_cache.windows([sku])[0]
         if window.complete:
             return len(window.comments), window
     return count, None

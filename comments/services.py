@@ -6,7 +6,7 @@ import uuid
 from comments import store
 from comments.store import Comment
 from comments.table.keys import RATINGS
-from comments.windows import forget_fast_window
+from comments.page_cache import product_caches_forget
 
 # uuid4 keys do not collide in practice; a few attempts turn "practically never" into "never fails".
 CREATE_ATTEMPTS = 3
@@ -33,5 +33,5 @@ def comment_create(*, sku: str, author: str, rating: int, body: str) -> Comment:
         except store.CommentExists:
             if attempt == CREATE_ATTEMPTS:
                 raise
-    forget_fast_window(sku)
+    product_caches_forget(sku)
     return comment

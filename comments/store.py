@@ -3,16 +3,17 @@ only S and N, and this is on the hot path of every page. Any DynamoDB failure le
 StoreUnavailable (comments.table.client)."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable
 
 from botocore.exceptions import ClientError
 
-from comments.table.client import dynamodb, dynamodb_reads, store_errors
+from aws.retries import batch_write
+from comments.table.client import dynamodb, dynamodb_bulk, dynamodb_reads, store_errors
 from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
-from pagination_index import SORT_KEY_FORMAT
+from comments.table.source import budgeted_call, budgeted_responses
+from pagination_index import SORT_KEY_FORMAT, ReadBudget
 
 # The English month names Django's `date:"F"` writes (the site is in English), by month number.
 MONTHS = {number: name for number, name in enumerate(
@@ -103,20 +104,15 @@ def item_from_comment(comment: Comment) -> dict:
 
 @store_errors("BatchWriteItem")
 def put_comments(comments: Iterable[Comment]) -> int:
-    """BatchWriteItem in groups of 25, retrying unprocessed items with backoff; returns items written."""
-    client = dynamodb()
+    """BatchWriteItem in groups of 25 (seeding, benchmarks: the bulk client), unprocessed items sent
+    again with backoff (aws.retries); returns items written."""
+    client = dynamodb_bulk()
     table = table_name()
     batch: list[dict] = []
     written = 0
 
     def flush(requests: list[dict]) -> None:
-        delay = 0.05
-        while requests:
-            response = client.batch_write_item(RequestItems={table: requests})
-            requests = response.get("UnprocessedItems", {}).get(table, [])
-            if requests:
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        batch_write(client, {table: requests})
 
     for comment in comments:
         batch.append({"PutRequest": {"Item": item_from_comment(comment)}})
@@ -158,12 +154,13 @@ def put_new_comment(comment: Comment) -> None:
 
 @store_errors("GetItem")
 def get_comment(pk: str, sk: str) -> Comment | None:
-    """One comment by its table key, strongly consistent (unlike any read of the GSI)."""
+    """One shown comment by its table key, strongly consistent (unlike any read of the GSI)."""
     response = dynamodb().get_item(
         TableName=table_name(), Key={"PK": {"S": pk}, "SK": {"S": sk}}, ConsistentRead=True,
     )
     item = response.get("Item")
-    return comment_from_item(item) if item else None
+    # An item without PK2 is in no product's pages: hidden by moderation (moderation/table.py).
+    return comment_from_item(item) if item and "PK2" in item else None
 
 
 @store_errors("Query")
@@ -177,10 +174,9 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
     case: DynamoDB orders equal SKs its own way, so an ExclusiveStartKey inside a run of equal SKs
     would not say where our order resumes). Both forms need only the SK, which is what cursors carry.
 
-    Why a key condition and not `after`'s keys as ExclusiveStartKey: with no tie at `after` both
-    select the same items, and both are one seek in DynamoDB's B-tree; but DynamoDB Local walks
-    the partition up to an ExclusiveStartKey, so its cost grows with depth, while it seeks a sort-key
-    condition at any depth (docs/benchmarks.md, the page_depth "start cost" rows).
+    A key condition rather than `after`'s keys as ExclusiveStartKey: with no tie at `after` both
+    select the same items, and the key condition is what cursors can carry (docs/architecture.md,
+    "How a page is served"; docs/benchmarks.md, "Depth", measures both).
 
     Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
     whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
@@ -217,40 +213,46 @@ def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip
 
 
 @store_errors("Scan for rating keys")
-def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, on_scanned=None) -> tuple[int, int]:
-    """One Scan segment: set PK2R on every comment that lacks it; returns (found, updated).
+def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, start: dict | None = None,
+                       reads: ReadBudget | None = None, writes: ReadBudget | None = None,
+                       on_page=None) -> tuple[int, int]:
+    """One Scan segment from `start`: set PK2R on every comment that lacks it; returns (found, updated).
+    on_page(scanned, next_start) follows each page (progress, and the checkpoint --resume reads;
+    next_start is None at the segment's end). Reads and writes are spent from their budgets, and
+    throttled calls retried slower.
 
     The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
     overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
     """
-    client = dynamodb()
+    client = dynamodb_bulk()
+    reads, writes = reads or ReadBudget(), writes or ReadBudget()
     kwargs = {
         "TableName": table_name(),
         "Segment": segment,
         "TotalSegments": segments,
         "FilterExpression": "attribute_not_exists(PK2R) AND attribute_exists(PK2) AND attribute_exists(rating)",
         "ProjectionExpression": "PK, SK, PK2, rating",
+        **({"ExclusiveStartKey": start} if start else {}),
     }
     found = updated = 0
-    while True:
-        response = client.scan(**kwargs)
-        if on_scanned:
-            on_scanned(response.get("ScannedCount", 0))
+    for response in budgeted_responses(client.scan, reads, **kwargs):
         for item in response.get("Items", []):
             found += 1
             if dry_run:
                 continue
             try:
-                client.update_item(
+                budgeted_call(
+                    client.update_item, writes,
                     TableName=table_name(),
                     Key={"PK": item["PK"], "SK": item["SK"]},
                     UpdateExpression="SET PK2R = :g",
                     ConditionExpression="attribute_not_exists(PK2R) AND attribute_exists(PK)",
                     ExpressionAttributeValues={":g": {"S": rating_group(item["PK2"]["S"], int(item["rating"]["N"]))}},
+                    ReturnConsumedCapacity="TOTAL",
                 )
                 updated += 1
             except client.exceptions.ConditionalCheckFailedException:
                 pass
-        if "LastEvaluatedKey" not in response:
-            return found, updated
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        if on_page:
+            on_page(response.get("ScannedCount", 0), response.get("LastEvaluatedKey"))
+    return found, updated

@@ -50,9 +50,13 @@ def comment_post_allowed(request, *, accepted: bool) -> Verdict:
     or the honeypot's pretended success) against COMMENTS_POSTS_PER_MINUTE, an invalid one against
     COMMENTS_INVALID_POSTS_PER_MINUTE. Allowed while that count is within its limit (0: no limit)."""
     if accepted:
-        kind, limit = "posts", settings.COMMENTS_POSTS_PER_MINUTE
-    else:
-        kind, limit = "invalid-posts", settings.COMMENTS_INVALID_POSTS_PER_MINUTE
+        return within_limit(request, kind="posts", limit=settings.COMMENTS_POSTS_PER_MINUTE)
+    return within_limit(request, kind="invalid-posts", limit=settings.COMMENTS_INVALID_POSTS_PER_MINUTE)
+
+
+def within_limit(request, *, kind: str, limit: int) -> Verdict:
+    """Count one `kind` of request against the client's minute: allowed while the count is within
+    `limit` (0: no limit)."""
     now = time.time()
     window = int(now // WINDOW_SECONDS)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))

@@ -15,16 +15,15 @@ Where each group stopped is a Position: the content of a cursor.
 """
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from django.core.paginator import EmptyPage
 
 from comments import store
+from comments.partitions import parallel
 from comments.store import Comment
-from comments.table.keys import RATINGS, rating_group
+from comments.table.keys import rating_group
 from pagination_index import index
 
 # How far back to look per index read when counting a run of equal sort keys.
@@ -32,9 +31,6 @@ TIE_SCAN_CHUNK = 64
 # Where a group's partition resumes, in store.newest()'s terms: (after, skip); (None, 0) is its top.
 Start = tuple[tuple[str, str] | None, int]
 TOP: Start = (None, 0)
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -53,19 +49,6 @@ class Slice:
 def groups_for(sku: str, ratings: Sequence[int] = ()) -> list[str]:
     """The index groups (= GSI partitions) whose union is a filter's comments."""
     return [rating_group(sku, rating) for rating in ratings] if ratings else [sku]
-
-
-def parallel(function: Callable, items: Sequence) -> list:
-    """function(item) for every item, concurrently when there are several (boto3 clients are
-    thread-safe; index calls stay on the caller's thread, which owns the database connection)."""
-    global _pool
-    if len(items) <= 1:
-        return [function(item) for item in items]
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=len(RATINGS), thread_name_prefix="partition")
-    return list(_pool.map(function, items))
 
 
 # --- finding where each group starts --------------------------------------------------------

@@ -86,12 +86,11 @@ class ProductCounts:
         return self.index - self.table
 
 
-def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str], bool]:
-    """Table and index counts for the first `limit` products, the errors met reading them, and
-    whether there are more products than that."""
-    products = list(Product.objects.order_by("sku")[: limit + 1])
-    truncated = len(products) > limit
-    products = products[:limit]
+def product_counts(products: list[Product], *, exact: str | None = None) -> tuple[list[ProductCounts], list[str]]:
+    """Index counts for a page of products (one read), and the table's exact count for the one
+    product `exact` names: that is a COUNT Query over its whole GSI partition (DynamoDB reads every
+    item: minutes for a product with millions of comments), so only ever asked for one product at a
+    time. Returns the rows and the errors met reading them."""
     errors: list[str] = []
     try:
         index_counts = index.count_many([product.sku for product in products])
@@ -99,17 +98,15 @@ def product_counts(*, limit: int) -> tuple[list[ProductCounts], list[str], bool]
         errors.append(f"index: {type(exc).__name__}: {exc}")
         index_counts = {}
     rows = []
-    table_failed = False
     for product in products:
         table_count = None
-        if not table_failed:
+        if product.sku == exact:
             try:
                 table_count = get_source().group_count(product.sku)
             except Exception as exc:
                 errors.append(f"DynamoDB: {type(exc).__name__}: {exc}")
-                table_failed = True  # one failure is enough to know: don't wait on every product
         rows.append(ProductCounts(product.sku, product.name, table_count, index_counts.get(product.sku)))
-    return rows, errors, truncated
+    return rows, errors
 
 
 def stream_checkpoints() -> list[ShardCheckpoint]:

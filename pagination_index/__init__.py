@@ -3,33 +3,35 @@
     from pagination_index import index
     index.at("SKU-1", 219)
 
-`index` is a lazy proxy to the backend named by settings.PAGINATION_INDEX["BACKEND"]; `get_source()`
-gives the table the index mirrors, named by settings.PAGINATION_INDEX_SOURCE.
+`indexes` is the handler (django.utils.connection.BaseConnectionHandler, as `caches` is): the alias
+"default" is the backend settings.PAGINATION_INDEX names, and "pages" that backend behind the
+fail-fast wrapper (backends/failfast.py). `index` is a proxy to "pages", for request handling;
+`get_index()` gives "default", for commands and the stream consumer, which wait out a slow store.
+`get_source()` gives the table the index mirrors, named by settings.PAGINATION_INDEX_SOURCE.
 """
 from __future__ import annotations
 
 import threading
-import time
 
-from django.conf import settings
-from django.core.signals import setting_changed
+from django.utils.connection import BaseConnectionHandler, ConnectionProxy
 from django.utils.module_loading import import_string
 
 from metrics import instrument_index
 from pagination_index.backends.base import Add, BaseIndex, Entry, IndexUnavailable, InvalidIndexBackendError, Op, Remove
+from pagination_index.capacity import ReadBudget
 from pagination_index.progress import Progress
 from pagination_index.sortkeys import SORT_KEY_FORMAT, micros_sort_key, sort_key_micros
 from pagination_index.sources import BaseSource, InvalidSourceError, NoStream, SourceUnavailable
 
 __all__ = [
-    "Add", "Entry", "Op", "Progress", "Remove", "SORT_KEY_FORMAT",
+    "Add", "Entry", "Op", "Progress", "ReadBudget", "Remove", "SORT_KEY_FORMAT",
     "BaseIndex", "BaseSource", "IndexUnavailable", "InvalidIndexBackendError", "InvalidSourceError", "NoStream", "SourceUnavailable",
-    "get_index", "get_source", "index", "load_backend", "load_source", "micros_sort_key", "reset_index",
-    "sort_key_micros",
+    "get_index", "get_source", "index", "indexes", "load_backend", "load_source", "micros_sort_key", "reset_index",
+    "sort_key_micros", "sources",
 ]
 
-_lock = threading.Lock()
-_loaded: dict[str, object] = {}  # setting name -> the object it configures, made on first use
+DEFAULT_ALIAS = "default"
+PAGES_ALIAS = "pages"
 
 
 def _load(config: dict, base: type, error: type, what: str):
@@ -51,71 +53,80 @@ def load_source(config: dict) -> BaseSource:
     return _load(config, BaseSource, InvalidSourceError, "pagination index source")
 
 
-def _configured(setting: str, load):
-    """One object per setting for the whole process, made under a lock on first use."""
-    found = _loaded.get(setting)
-    if found is None:
-        with _lock:
-            found = _loaded.get(setting)
-            if found is None:
-                found = _loaded[setting] = load(getattr(settings, setting))
-    return found
+class _Made:
+    """The objects a handler made, by alias, shared by every thread."""
+
+
+class _Handler(BaseConnectionHandler):
+    """One object per alias for the whole process, not per thread as Django's caches: backends are
+    thread-safe and hold connection pools and read caches worth sharing. Django closes its database
+    connections itself at the end of a request; the backends' own pools outlive requests, as
+    django-redis's do, so nothing is closed on request_finished."""
+
+    load = None
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self._connections = _Made()
+        self._lock = threading.Lock()
+
+    def __getitem__(self, alias):
+        try:
+            return getattr(self._connections, alias)
+        except AttributeError:
+            with self._lock:  # made once, even when threads ask together
+                return super().__getitem__(alias)
+
+    def create_connection(self, alias):
+        return type(self).load(self.settings[alias])
+
+    def reset(self) -> None:
+        """Close what was made and read the settings again on next use (tests, settings changes)."""
+        with self._lock:
+            made = self.all(initialized_only=True)
+            self._connections = _Made()
+            self.__dict__.pop("settings", None)
+            self._settings = None
+        for made_one in made:
+            made_one.close()
+
+
+class IndexHandler(_Handler):
+    settings_name = "PAGINATION_INDEX"
+    exception_class = InvalidIndexBackendError
+    load = staticmethod(load_backend)
+
+    def configure_settings(self, settings):
+        return {
+            DEFAULT_ALIAS: super().configure_settings(settings),
+            PAGES_ALIAS: {"BACKEND": "pagination_index.backends.failfast.FailFastIndex", "OPTIONS": {"INDEX": DEFAULT_ALIAS}},
+        }
+
+
+class SourceHandler(_Handler):
+    settings_name = "PAGINATION_INDEX_SOURCE"
+    exception_class = InvalidSourceError
+    load = staticmethod(load_source)
+
+    def configure_settings(self, settings):
+        return {DEFAULT_ALIAS: super().configure_settings(settings)}
+
+
+indexes = IndexHandler()
+sources = SourceHandler()
+index = ConnectionProxy(indexes, PAGES_ALIAS)
 
 
 def get_index() -> BaseIndex:
-    return _configured("PAGINATION_INDEX", load_backend)
+    return indexes[DEFAULT_ALIAS]
 
 
 def get_source() -> BaseSource:
-    return _configured("PAGINATION_INDEX_SOURCE", load_source)
+    return sources[DEFAULT_ALIAS]
 
 
 def reset_index() -> None:
-    index._failed_at = float("-inf")
-    with _lock:
-        backend = _loaded.pop("PAGINATION_INDEX", None)
-        _loaded.clear()
-    if backend is not None:
-        backend.close()
-
-
-def _on_setting_changed(*, setting, **kwargs):
-    if setting in {"PAGINATION_INDEX", "PAGINATION_INDEX_SOURCE", "CACHES", "DATABASES"}:
-        reset_index()
-
-
-setting_changed.connect(_on_setting_changed)
-
-
-class _IndexProxy:
-    """The index as request handling uses it. Once a call fails with IndexUnavailable, every call
-    fails at once for settings.PAGINATION_INDEX_FAIL_FAST_SECONDS instead of each waiting out its
-    own timeouts (a page makes several calls), so a dead or frozen store is a quick 503 and no
-    worker thread queues behind it; unless the backend declares partial_failures (one lost part
-    must not take the others' pages down). Commands and the stream consumer use get_index(): they wait."""
-
-    def __init__(self):
-        self._failed_at = float("-inf")
-
-    def __getattr__(self, name):
-        attribute = getattr(get_index(), name)
-        if not callable(attribute):
-            return attribute
-
-        def call(*args, **kwargs):
-            if (time.monotonic() - self._failed_at < settings.PAGINATION_INDEX_FAIL_FAST_SECONDS
-                    and not get_index().partial_failures):
-                raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
-            try:
-                return attribute(*args, **kwargs)
-            except IndexUnavailable:
-                self._failed_at = time.monotonic()
-                raise
-
-        return call
-
-    def __repr__(self):
-        return f"<pagination index {settings.PAGINATION_INDEX.get('BACKEND')}>"
-
-
-index = _IndexProxy()
+    """Forget the loaded index and source (and the fail-fast state with them): the next use loads
+    them from the settings as they are then. Tests call it; production code never needs to."""
+    indexes.reset()
+    sources.reset()

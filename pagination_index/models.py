@@ -118,3 +118,56 @@ class StaleGroup(models.Model):
 
     def __str__(self):
         return f"{self.group}: {self.reason}"
+
+
+class RebuildFence(models.Model):
+    """A group a rebuild is refilling right now: the stream's ops for it go to RebuildJournal
+    instead of the index until the rebuild has swapped the group in and replayed them, so no write
+    made during the rebuild is lost and no other group waits (pagination_index/fences.py).
+
+    A rebuild renews `expires_at` while it works; a fence left by a rebuild that died is drained
+    by the next consumer that meets it once it has expired.
+    """
+
+    group = models.CharField(max_length=255, unique=True)
+    owner = models.CharField(max_length=255)
+    opened_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.group} (rebuild {self.owner})"
+
+
+class RebuildJournal(models.Model):
+    """One stream op held back for a fenced group, replayed in id order after the group's swap."""
+
+    group = models.CharField(max_length=255)
+    # "+" add, "-" remove (a remove's sort_key: the entry's it must still have, blank for any).
+    kind = models.CharField(max_length=1)
+    member = models.CharField(max_length=255)
+    sort_key = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["group", "id"], name="pagination_index_journal_grp")]
+
+    def __str__(self):
+        return f"{self.group}: {self.kind}{self.member}"
+
+
+class RebuildCheckpoint(models.Model):
+    """A unit (a product and its groups, a Scan segment) a long command's run has finished, or
+    where it stopped, so `--resume` goes on from there; a run without --resume starts by clearing
+    its command's rows."""
+
+    run = models.CharField(max_length=64)
+    unit = models.CharField(max_length=255)
+    done_at = models.DateTimeField(auto_now_add=True)
+    # Where an unfinished unit stopped (backfill_rating_keys: a Scan segment's LastEvaluatedKey as
+    # JSON); blank once it is finished.
+    position = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "unit"], name="pagination_index_rebuild_unit")]
+
+    def __str__(self):
+        return f"{self.run}: {self.unit}"

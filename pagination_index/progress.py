@@ -24,6 +24,13 @@ def write_plain(stream, text: str, style_func=None) -> None:
     stream.flush()
 
 
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
 class Progress:
     def __init__(self, stream, total: int, label: str, *, every_seconds: float = 5.0, width: int = 30):
         self.stream = stream
@@ -49,7 +56,12 @@ class Progress:
     def _figures(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         percent = f"{100 * self.done / self.total:5.1f}% " if self.total else ""
-        return f"{percent}{self.done:,}/{self.total:,} ({self.done / elapsed:,.0f}/s)"
+        rate = self.done / elapsed
+        eta = ""
+        if self.total and self.done and self.done < self.total:
+            eta = f", ETA {_duration((self.total - self.done) / rate)}"
+        done = f"{self.done:,}/{self.total:,}" if self.total else f"{self.done:,}"
+        return f"{percent}{done} ({rate:,.0f}/s{eta})"
 
     def _draw(self) -> None:
         filled = int(self.width * self.done / self.total) if self.total else self.width

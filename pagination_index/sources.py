@@ -9,11 +9,11 @@ Modelled on BaseIndex: the essentials raise NotImplementedError, the rest have c
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 
-from pagination_index.backends.base import Entry, Op
+from pagination_index.backends.base import Entry, Op, newest_first
 
 
 class InvalidSourceError(ImproperlyConfigured):
@@ -63,9 +63,29 @@ class BaseSource:
         """How many items the table holds for one group."""
         return sum(1 for _ in self.group_entries(group))
 
-    def all_entries(self, *, segments: int = 4, on_item: Callable[[], None] | None = None) -> dict[str, list[Entry]]:
-        """Every group's entries (a full rebuild or verify); on_item() is called per item read."""
-        raise NotImplementedError("subclasses of BaseSource must provide an all_entries() method")
+    # --- the table's truth, unit by unit (rebuild_index, verify_index) ------------------------
+    # A unit is what one read of the table gives whole: a product, with its own group and the
+    # groups derived from it. Commands walk units in order, so their memory holds the units'
+    # names and a read's worth of one group, never a group or the table.
+    def units(self, *, budget=None, segments: int = 4) -> Iterable[str]:
+        """Every unit the table holds, in ascending order."""
+        raise NotImplementedError("subclasses of BaseSource must provide a units() method")
+
+    def unit_of(self, group: str) -> str:
+        """The unit a group belongs to."""
+        return group
+
+    def unit_groups(self, unit: str) -> list[str]:
+        """Every group of a unit, empty ones included (a rebuild empties what the table lost)."""
+        return [unit]
+
+    def unit_entries(self, unit: str, *, budget=None) -> Iterator[tuple[str, Iterator[Entry]]]:
+        """(group, its entries newest first) for each group of unit_groups(unit); each group's
+        entries must be consumed before the next group is asked for. `budget` is a
+        pagination_index.capacity.ReadBudget the reads spend from."""
+        related = self.related_entries(unit)
+        for group in self.unit_groups(unit):
+            yield group, iter(newest_first(related.get(group, [])))
 
     def has_items(self) -> bool:
         raise NotImplementedError("subclasses of BaseSource must provide a has_items() method")
@@ -73,3 +93,6 @@ class BaseSource:
     def approximate_item_count(self) -> int:
         """A cheap estimate of the table's size, for progress bars; 0 when unknown."""
         return 0
+
+    def close(self) -> None:
+        """Release connections; called when the handler is reset."""

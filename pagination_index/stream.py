@@ -10,11 +10,12 @@ the source's business (settings.PAGINATION_INDEX_SOURCE).
 from __future__ import annotations
 
 import logging
-import random
 import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 from botocore.exceptions import (
@@ -27,8 +28,10 @@ from botocore.exceptions import (
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
+from aws.retries import Backoff
 from pagination_index import get_source
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
+from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
@@ -67,7 +70,7 @@ def apply_records(index: BaseIndex, records: list[dict], source: BaseSource | No
     """Apply stream records to the index; returns how many ops that made. Shared with Lambda."""
     ops = (source or get_source()).records_ops(records)
     if ops:
-        index.apply(ops)
+        apply_fenced(index, ops, using=checkpoint_database(index))  # groups being rebuilt: journaled
     return len(ops)
 
 
@@ -86,19 +89,13 @@ def record_created_at(record: dict) -> datetime | None:
     return created if isinstance(created, datetime) else None
 
 
+def _stream_table(stream_arn: str) -> str:
+    """The table part of a stream ARN (arn:...:table/<name>)."""
+    return stream_arn.split("/stream/", 1)[0]
+
+
 def _error_code(exc: ClientError) -> str:
     return exc.response.get("Error", {}).get("Code", "")
-
-
-@dataclass
-class Backoff:
-    """Capped exponential backoff with full jitter: attempt n waits uniform(0, min(cap, base*2**n))."""
-
-    base: float = 0.2
-    cap: float = 20.0
-
-    def delay(self, attempt: int) -> float:
-        return random.uniform(0, min(self.cap, self.base * 2**attempt))
 
 
 @dataclass
@@ -110,11 +107,35 @@ class PollResult:
     leased_elsewhere: set[str] = field(default_factory=set)  # shards another consumer holds
 
 
+@dataclass
+class Turn:
+    """One shard's turn within a poll: its checkpoint, where reading goes on, what it has spent."""
+
+    checkpoint: ShardCheckpoint
+    iterator: str | None
+    calls: int = 0
+    empties: int = 0
+
+
 class StreamConsumer:
+    # How AWS's documented limits shape reading ("DynamoDB Streams: Reading and processing a stream",
+    # DescribeStream and GetRecords in the API reference): DescribeStream is limited to 10 calls a
+    # second per stream, so the shard map is cached, refreshed in full every 30-60 s and grown by
+    # asking only for a finished shard's children (ShardFilter CHILD_SHARDS); GetRecords is limited
+    # to 5 calls a second per shard, so one shard is read at most every `pacing` seconds.
+    map_refresh_seconds = (30.0, 60.0)
+    pacing = 0.2
+    # GetRecords calls one shard may make per poll before the others get their turn.
+    shard_budget = 10
+    # An open shard may answer empty pages before its records: read on through this many in a row
+    # (one, for a shard whose last turn already ended on empty pages).
+    empty_reads = 5
+    finished_checkpoint_keep = timedelta(hours=48)
+
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
                  stop_event: threading.Event | None = None, owner: str | None = None,
                  lease_seconds: float = 30.0, backoff: Backoff | None = None,
-                 source: BaseSource | None = None):
+                 source: BaseSource | None = None, workers: int = 4):
         self.index = index
         self.source = source or get_source()
         self.database = checkpoint_database(index)
@@ -124,9 +145,16 @@ class StreamConsumer:
         self.owner = owner or new_owner_id()
         self.lease_seconds = lease_seconds
         self.backoff = backoff or Backoff()
+        self.workers = max(1, workers)
         self.client = self.source.stream_client()
         # shard id -> (iterator, the checkpoint it continues from)
         self._iterators: dict[str, tuple[str, str]] = {}
+        self._map: dict[str, dict] | None = None  # shard id -> shard, in listing order
+        self._map_due = 0.0
+        self._idle: set[str] = set()  # shards whose last turn ended on empty pages
+        self._last_read: dict[str, float] = {}
+        self._checked_start = False
+        self.describe_calls = 0
         self.lag = LagSampler()
 
     # --- calls ------------------------------------------------------------------------------------
@@ -149,16 +177,35 @@ class StreamConsumer:
                 raise Stopped
 
     # --- shards -------------------------------------------------------------------------------
-    def describe_shards(self) -> list[dict]:
+    def describe_shards(self, **filters) -> list[dict]:
         shards: list[dict] = []
-        kwargs = {"StreamArn": self.stream_arn}
+        kwargs = {"StreamArn": self.stream_arn, **filters}
         while True:
+            self.describe_calls += 1
             description = self._call(self.client.describe_stream, **kwargs)["StreamDescription"]
             shards.extend(description.get("Shards", []))
             last = description.get("LastEvaluatedShardId")
             if not last:
                 return shards
             kwargs["ExclusiveStartShardId"] = last
+
+    def _shard_map(self, checkpoints: dict[str, ShardCheckpoint], result: PollResult) -> dict[str, dict]:
+        """The cached shard map; listed afresh when due, which also settles shards missing from it
+        and prunes old finished checkpoints."""
+        if self._map is None or time.monotonic() >= self._map_due:
+            self._map = {shard["ShardId"]: shard for shard in self.describe_shards()}
+            self._map_due = time.monotonic() + random.uniform(*self.map_refresh_seconds)
+            self._vanished(checkpoints, result)
+            self._prune()
+        return self._map
+
+    def _children(self, shard_id: str) -> list[dict]:
+        """A finished shard's children, added to the map (one DescribeStream call, not a listing)."""
+        children = [shard for shard in self.describe_shards(ShardFilter={"Type": "CHILD_SHARDS", "ShardId": shard_id})
+                    if shard.get("ParentShardId") == shard_id and shard["ShardId"] not in self._map]
+        for child in children:
+            self._map[child["ShardId"]] = child
+        return children
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
         checkpoints = ShardCheckpoint.objects.using(self.database).filter(stream_arn=self.stream_arn)
@@ -172,38 +219,83 @@ class StreamConsumer:
         )
         return checkpoint
 
-    def _iterator(self, checkpoint: ShardCheckpoint, result: PollResult) -> str:
+    def _shard_iterator(self, checkpoint: ShardCheckpoint) -> str:
+        """An iterator just after the checkpoint (network only: workers call it)."""
         kwargs = {"StreamArn": self.stream_arn, "ShardId": checkpoint.shard_id}
         if checkpoint.sequence_number:
             kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=checkpoint.sequence_number)
         else:
             kwargs["ShardIteratorType"] = "TRIM_HORIZON"
+        return self._call(self.client.get_shard_iterator, **kwargs)["ShardIterator"]
+
+    def _iterator(self, checkpoint: ShardCheckpoint, result: PollResult) -> str:
         try:
-            return self._call(self.client.get_shard_iterator, **kwargs)["ShardIterator"]
+            return self._shard_iterator(checkpoint)
         except ClientError as exc:
             if _error_code(exc) != "TrimmedDataAccessException":
                 raise
         self._trimmed(checkpoint, result, f"records after {checkpoint.sequence_number or 'the start'} were trimmed")
         return self._iterator(checkpoint, result)
 
+    def _lost(self, result: PollResult, reason: str) -> None:
+        """Records were lost: everything is stale until a full rebuild (one write: the "*" mark)."""
+        stale_groups_mark(groups=(), reason=reason, using=self.database)
+        result.trimmed.append(f"{reason}; every group needs `rebuild_index`")
+
     def _trimmed(self, checkpoint: ShardCheckpoint, result: PollResult, what: str) -> None:
-        """Records were lost: mark the groups for rebuild, then go on from the oldest record left."""
-        reason = f"stream {self.stream_arn} shard {checkpoint.shard_id}: {what} before they were applied"
-        groups = stale_groups_mark(groups=self.index.groups(), reason=reason, using=self.database)
-        result.trimmed.append(f"{reason}; rebuild: {', '.join(groups)}")
+        """Records were lost: mark the index stale, then go on from the oldest record left."""
+        self._lost(result, f"stream {self.stream_arn} shard {checkpoint.shard_id}: {what} before they were applied")
         ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(sequence_number="")
         checkpoint.sequence_number = ""
 
-    def _vanished(self, shards: list[dict], checkpoints: dict[str, ShardCheckpoint], result: PollResult) -> None:
-        """An unfinished shard that is gone from the stream expired with records we never read."""
-        known = {shard["ShardId"] for shard in shards}
+    def _vanished(self, checkpoints: dict[str, ShardCheckpoint], result: PollResult) -> None:
+        """An unfinished shard missing from a listing is lost only when the stream says so: it is
+        gone (AWS removes a shard only after the retention period) or trimmed past our checkpoint.
+        Otherwise the listing missed it, and it is read as before."""
         for shard_id, checkpoint in checkpoints.items():
-            if not checkpoint.finished and shard_id not in known:
+            if checkpoint.finished or shard_id in self._map:
+                continue
+            try:
+                self._shard_iterator(checkpoint)
+            except ClientError as exc:
+                if _error_code(exc) not in ("ResourceNotFoundException", "TrimmedDataAccessException"):
+                    raise
                 self._trimmed(checkpoint, result, "the shard expired from the stream with records")
                 ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
-                    finished=True, lease_owner=""
-                )
+                    finished=True, lease_owner="", updated_at=timezone.now())
                 checkpoint.finished = True
+                continue
+            self._map[shard_id] = {"ShardId": shard_id, "ParentShardId": checkpoint.parent_shard_id or None}
+
+    def _prune(self) -> None:
+        """Finished checkpoints older than the stream keeps any shard are of no more use."""
+        ShardCheckpoint.objects.using(self.database).filter(
+            finished=True, updated_at__lt=timezone.now() - self.finished_checkpoint_keep).delete()
+
+    # --- the stream itself ------------------------------------------------------------------------
+    def _follow_stream(self, result: PollResult) -> None:
+        """Follow the table's LatestStreamArn: a re-created table or a re-enabled stream has a new
+        stream, and whatever the old one held unread, and whatever was written between, is lost."""
+        try:
+            latest = self.source.stream_arn()
+        except Exception as exc:  # no stream or table unreachable: keep reading what we have
+            logger.warning("could not read the table's stream ARN (%s); staying on %s", exc, self.stream_arn)
+            return
+        if not self._checked_start:
+            self._checked_start = True
+            if latest == self.stream_arn and not self.checkpoints():
+                table = _stream_table(latest)
+                others = (ShardCheckpoint.objects.using(self.database).filter(stream_arn__startswith=f"{table}/stream/")
+                          .exclude(stream_arn=latest).values_list("stream_arn", flat=True).distinct())
+                if others:
+                    self._lost(result, f"the table's stream is {latest}, new since the index last read "
+                               f"{', '.join(sorted(others))}: changes between the two were never applied")
+        if latest != self.stream_arn:
+            self._lost(result, f"the table's stream changed from {self.stream_arn} to {latest}: records the old "
+                       "stream held unread and changes between the two were never applied")
+            lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
+            self.stream_arn = latest
+            self._map, self._iterators, self._idle, self._last_read = None, {}, set(), {}
 
     def note_position(self, checkpoint: ShardCheckpoint, shard: dict) -> None:
         """Give a shard never read a checkpoint at its current end, without applying anything
@@ -225,7 +317,9 @@ class StreamConsumer:
 
     # --- reading ------------------------------------------------------------------------------
     def poll(self) -> PollResult:
-        """One pass: read every shard we can lease up to its current end."""
+        """One pass: every shard we can lease gets turns (up to its budget each) until each is at its
+        current end, finished, or out of budget. Network calls run on `workers` threads; applying and
+        checkpointing stay on this one (one database connection, batches of a shard in order)."""
         result = PollResult()
         try:
             self._poll(result)
@@ -234,73 +328,116 @@ class StreamConsumer:
         return result
 
     def _poll(self, result: PollResult) -> None:
-        shards = self.describe_shards()
-        known = {shard["ShardId"] for shard in shards}
+        self._follow_stream(result)
         checkpoints = self.checkpoints()
-        self._vanished(shards, checkpoints, result)
+        shard_map = self._shard_map(checkpoints, result)
         done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
-        pending = [shard for shard in shards if shard["ShardId"] not in done]
-        while pending and not self.stop_event.is_set():
-            ready = [
-                shard for shard in pending
-                if shard.get("ParentShardId") in (None, "") or shard["ParentShardId"] not in known
-                or shard["ParentShardId"] in done
-            ]
-            if not ready:
-                break
-            for shard in ready:
-                if self.stop_event.is_set():
-                    break
-                checkpoint = self._checkpoint(shard)
-                if checkpoint.finished:  # another consumer finished it meanwhile
-                    done.add(shard["ShardId"])
-                    continue
-                if not lease_acquire(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds):
-                    self._iterators.pop(shard["ShardId"], None)
-                    result.leased_elsewhere.add(shard["ShardId"])
-                    continue
-                try:
-                    if self._read_shard(checkpoint, result):
-                        done.add(shard["ShardId"])
-                        result.finished_shards.append(shard["ShardId"])
-                except LeaseLost as exc:
-                    logger.warning("%s", exc)
-                    self._iterators.pop(shard["ShardId"], None)
-            pending = [shard for shard in pending if shard not in ready]
+        pending = [shard for shard in shard_map.values() if shard["ShardId"] not in done]
 
-    def _read_shard(self, checkpoint: ShardCheckpoint, result: PollResult) -> bool:
-        """Read one shard to its current end; True when the shard is closed and fully applied."""
-        shard_id = checkpoint.shard_id
-        iterator, continues_from = self._iterators.pop(shard_id, (None, None))
+        def ready(shard):
+            parent = shard.get("ParentShardId")
+            return not parent or parent not in shard_map or parent in done
+
+        running: dict = {}
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sync-read") as pool:
+            try:
+                while not self.stop_event.is_set():
+                    for shard in [s for s in pending if ready(s)]:
+                        if len(running) >= self.workers:
+                            break
+                        pending.remove(shard)
+                        turn = self._start_turn(shard, done, result)
+                        if turn is not None:
+                            running[pool.submit(self._fetch, turn)] = turn
+                    if not running:
+                        break
+                    completed, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in completed:
+                        turn = running.pop(future)
+                        if self._take(turn, future, result):
+                            running[pool.submit(self._fetch, turn)] = turn
+                        elif turn.checkpoint.finished:
+                            done.add(turn.checkpoint.shard_id)
+                            result.finished_shards.append(turn.checkpoint.shard_id)
+                            pending += self._children(turn.checkpoint.shard_id)
+            finally:
+                for future in running:
+                    future.cancel()
+
+    def _start_turn(self, shard: dict, done: set[str], result: PollResult) -> Turn | None:
+        checkpoint = self._checkpoint(shard)
+        if checkpoint.finished:  # another consumer finished it meanwhile
+            done.add(shard["ShardId"])
+            return None
+        if not lease_acquire(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds):
+            self._iterators.pop(shard["ShardId"], None)
+            result.leased_elsewhere.add(shard["ShardId"])
+            return None
+        iterator, continues_from = self._iterators.pop(shard["ShardId"], (None, None))
         if continues_from != checkpoint.sequence_number:  # someone else moved it: start afresh
             iterator = None
-        iterator = iterator or self._iterator(checkpoint, result)
-        while not self.stop_event.is_set():
-            try:
-                response = self._call(self.client.get_records, ShardIterator=iterator, Limit=self.batch_size)
-            except ClientError as exc:
-                code = _error_code(exc)
-                if code == "ExpiredIteratorException":
-                    iterator = self._iterator(checkpoint, result)
-                    continue
-                if code == "TrimmedDataAccessException":
-                    self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
-                    iterator = self._iterator(checkpoint, result)
-                    continue
-                raise
-            records = response.get("Records", [])
-            next_iterator = response.get("NextShardIterator")
+        return Turn(checkpoint, iterator)
+
+    def _fetch(self, turn: Turn) -> dict:
+        """One GetRecords call of a turn (on a worker thread): paced, with an iterator got first if
+        the turn has none."""
+        shard_id = turn.checkpoint.shard_id
+        wait_for = self._last_read.get(shard_id, float("-inf")) + self.pacing - time.monotonic()
+        if wait_for > 0 and self.stop_event.wait(wait_for):
+            raise Stopped
+        if turn.iterator is None:
+            turn.iterator = self._shard_iterator(turn.checkpoint)
+        try:
+            return self._call(self.client.get_records, ShardIterator=turn.iterator, Limit=self.batch_size)
+        finally:
+            self._last_read[shard_id] = time.monotonic()
+
+    def _take(self, turn: Turn, future, result: PollResult) -> bool:
+        """Apply one fetched page of a turn; True when the turn goes on reading."""
+        checkpoint = turn.checkpoint
+        shard_id = checkpoint.shard_id
+        turn.calls += 1
+        try:
+            response = future.result()
+        except Stopped:
+            return False
+        except ClientError as exc:
+            code = _error_code(exc)
+            if code == "ExpiredIteratorException":
+                turn.iterator = None
+                return turn.calls < self.shard_budget
+            if code == "TrimmedDataAccessException":
+                self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
+                turn.iterator = None
+                return turn.calls < self.shard_budget
+            raise
+        records = response.get("Records", [])
+        next_iterator = response.get("NextShardIterator")
+        try:
             if records or next_iterator is None:
                 result.records += len(records)
                 result.ops += self._commit(checkpoint, records, finished=next_iterator is None)
             if next_iterator is None:
-                return True
-            if not records:
-                lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
+                self._idle.discard(shard_id)
+                return False
+            turn.iterator = next_iterator
+            if records:
+                turn.empties = 0
+                self._idle.discard(shard_id)
+            else:
+                turn.empties += 1
+            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle)
+            if out_of_empties or turn.calls >= self.shard_budget:
+                if out_of_empties:
+                    self._idle.add(shard_id)
+                    lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
                 self._iterators[shard_id] = (next_iterator, checkpoint.sequence_number)
                 return False
-            iterator = next_iterator
-        return False
+            return True
+        except LeaseLost as exc:
+            logger.warning("%s", exc)
+            self._iterators.pop(shard_id, None)
+            return False
 
     def _commit(self, checkpoint: ShardCheckpoint, records: list[dict], *, finished: bool) -> int:
         """Apply a batch and move the checkpoint past it, under our lease, in one transaction

@@ -17,6 +17,10 @@ class Product(models.Model):
 
     class Meta:
         ordering = ["name"]
+        indexes = [
+            # The catalogue's pages: ORDER BY name, id LIMIT/OFFSET walks this index, no sort of the table.
+            models.Index(fields=["name", "id"], name="shop_product_name_id"),
+        ]
 
     def __str__(self):
         return self.name

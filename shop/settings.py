@@ -61,12 +61,14 @@ INSTALLED_APPS = [
     "shop",
     "comments",
     "ops",
+    "moderation",
 ]
 
 MIDDLEWARE = [
     "shop.middleware.RequestLogMiddleware",  # outermost: times and logs every response, sets X-Request-ID
     "shop.middleware.MicroCacheMiddleware",  # a public page asked for again within a second: no further work
     "shop.middleware.CookieResponsesArePrivateMiddleware",  # sees every cookie set inside: never public then
+    "moderation.middleware.SurrogateKeyMiddleware",  # Cache-Tag / Surrogate-Key on product pages: CDN purges
     # gzip for clients that accept it (nginx in front passes it on: docs/nginx.md). Inside the
     # micro-cache, which keeps compressed and plain copies apart. BREACH: docs/architecture.md.
     "django.middleware.gzip.GZipMiddleware",
@@ -162,6 +164,19 @@ DYNAMODB = {
     "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
 }
 
+# How every AWS client is built (aws/__init__.py): credentials always from boto3's default chain (keys
+# "local" only for an emulator's endpoint when the chain has none); the CA bundle from AWS_CA_BUNDLE
+# or the profile's ca_bundle, proxies from HTTPS_PROXY/NO_PROXY, as botocore reads them; VERIFY_TLS
+# off (AWS_VERIFY_TLS=0) skips certificate checks, for an emulator with a self-made certificate only.
+# Page requests get DYNAMODB_MAX_ATTEMPTS; sync_index, the Lambda handler and the DynamoDB index's
+# writes get botocore's adaptive mode with BACKGROUND_MAX_ATTEMPTS, bulk commands (rebuild_index,
+# verify_index, backfill_rating_keys) with BULK_MAX_ATTEMPTS.
+AWS = {
+    "VERIFY_TLS": env_bool("AWS_VERIFY_TLS", True),
+    "BACKGROUND_MAX_ATTEMPTS": int(os.environ.get("AWS_BACKGROUND_MAX_ATTEMPTS", "10")),
+    "BULK_MAX_ATTEMPTS": int(os.environ.get("AWS_BULK_MAX_ATTEMPTS", "20")),
+}
+
 # Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -253,6 +268,11 @@ SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"
 SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))
 # Addresses allowed to read /metrics (Prometheus' hosts); anyone else gets a 404.
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+# rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
+# them, for writes on their way to the index and for the GSIs' propagation behind the table.
+REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
+# Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
+SYNC_INDEX_WORKERS = int(os.environ.get("SYNC_INDEX_WORKERS", "4"))
 
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
@@ -397,5 +417,15 @@ RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
 # sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
 LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
-# /ops/ counts the table for at most this many products (one COUNT Query each).
-OPS_MAX_PRODUCTS = int(os.environ.get("OPS_MAX_PRODUCTS", "200"))
+# Products a page of /ops/ lists (index counts only; a product's exact table count is asked for).
+OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
+# Products a catalogue page lists.
+CATALOGUE_PAGE_SIZE = int(os.environ.get("CATALOGUE_PAGE_SIZE", "50"))
+
+# Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
+MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
+# Dotted path of a callable purge(*, keys, paths) that purges a product's pages from a CDN after a
+# moderation change ("" : none). moderation.purge.webhook POSTs them to MODERATION_PURGE_WEBHOOK_URL.
+MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")
+MODERATION_PURGE_WEBHOOK_URL = os.environ.get("MODERATION_PURGE_WEBHOOK_URL", "")
+MODERATION_PURGE_TIMEOUT = float(os.environ.get("MODERATION_PURGE_TIMEOUT", "5"))

@@ -132,7 +132,9 @@ class CatalogueSitemap(ShopSitemap):
 
 class ProductSitemap(ShopSitemap):
     def items(self):
-        return self.shop.products
+        """A QuerySet, so Django's sitemap paginator loads only one file's products (a LIMIT/OFFSET
+        slice) and its lastmods cost one index read per product listed in that file."""
+        return Product.objects.order_by("pk")
 
     def lastmod(self, product):
         return self.shop.lastmod(product)

@@ -1,11 +1,15 @@
+from django.conf import settings
 from django.contrib.sitemaps import views as sitemap_views
-from django.http import HttpResponseRedirect
+from django.core.paginator import InvalidPage, Paginator
+from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_cache_control
 
 from comments import caching
+from comments.pager import page_href, pager_links
+from comments.params import parse_page_number
 from comments.selectors import product_comment_counts
 from shop.decorators import read_only
 from shop.models import Product
@@ -17,7 +21,8 @@ from shop.sitemaps import SITEMAPS
 ROBOTS_DISALLOW = [
     "/admin/",
     "/api/",
-    "/products/*/comments/",
+    "/products/*/comments/",  # the comment form's target and every comment's report form
+    "/products/*/reported/",
     "/*?rating=",
     "/*&rating=",
     "/*?cursor=",
@@ -27,10 +32,20 @@ ROBOTS_DISALLOW = [
 
 @read_only
 def catalogue(request):
-    """Every product with its comment count. Conditional GET as on product pages (comments/caching.py):
-    a strong ETag of the rows shown, 304 before rendering, public unless a flash message is pending.
-    No Last-Modified: a count changes without a date the catalogue could give."""
-    products = list(Product.objects.all())
+    """The products, CATALOGUE_PAGE_SIZE a page in name order, with their comment counts (one index
+    read a page). Numbered like comment pages: ?page=1 is a 301 to the bare URL, anything else that is
+    not a page is a 404. Conditional GET as on product pages (comments/caching.py): a strong ETag of
+    the rows shown, 304 before rendering, public unless a flash message is pending. No Last-Modified:
+    a count changes without a date the catalogue could give."""
+    values = request.GET.getlist("page")
+    try:
+        number = parse_page_number(values)
+        page = Paginator(Product.objects.order_by("name", "id"), settings.CATALOGUE_PAGE_SIZE).page(number)
+    except InvalidPage:
+        raise Http404("No such catalogue page.")
+    if values and number == 1:
+        return HttpResponsePermanentRedirect(reverse("catalogue"))
+    products = list(page.object_list)
     counts = product_comment_counts([product.sku for product in products])
     rows = [(product, counts[product.sku]) for product in products]
     personal = caching.has_pending_messages(request)
@@ -39,9 +54,15 @@ def catalogue(request):
         response = caching.unchanged_response(request, etag=etag, last_modified=None)
         if response is not None:  # 304, without rendering
             return caching.set_cache_headers(request, response, etag=etag, last_modified=None)
+    path = reverse("catalogue")
+    num_pages = page.paginator.num_pages
     response = render(request, "shop/catalogue.html", {
         "rows": rows,
-        "canonical_url": request.build_absolute_uri(reverse("catalogue")),
+        "page_obj": page,
+        "pager": pager_links(path, number, num_pages) if num_pages > 1 else [],
+        "previous_url": page_href(path, number - 1) if page.has_previous() else None,
+        "next_url": page_href(path, number + 1) if page.has_next() else None,
+        "canonical_url": request.build_absolute_uri(page_href(path, number)),
     })
     return caching.set_cache_headers(request, response, etag=etag, last_modified=None, personal=personal)
 

@@ -32,12 +32,6 @@ def prepare(env: dict) -> None:
     django.setup()
     call_command("migrate", interactive=False, verbosity=0)
     call_command("create_tables", backfill=True)  # an older var/ gets the byRating GSI and PK2R
-    from pagination_index import get_index
-
-    index = get_index()
-    if hasattr(index, "create_table"):  # PAGINATION_INDEX_BACKEND=dynamodb: the index's own table
-        print(f"index table {index.table} (PAGINATION_INDEX_BACKEND=dynamodb)")
-        index.create_table()
     call_command("seed_demo", if_empty=True)
     call_command("sync_index", once=True, verbosity=0)
     call_command("rebuild_index", if_empty=True)

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
+import tests.signals  # noqa: F401  (override_settings resets the index and the AWS clients)
 from comments.table.schema import create_tables, delete_tables
 from pagination_index import reset_index
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
@@ -151,14 +152,22 @@ def _fresh_index_handler():
 
 
 @pytest.fixture(autouse=True)
-def _no_fast_cache(settings):
-    """Tests write to DynamoDB and read straight back: no cached fast-path windows between them;
-    and a store that comes back is used at once (tests/shop/test_unavailable.py tests failing fast)."""
-    settings.COMMENTS_FAST_CACHE_SECONDS = 0
-    settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0
-    from comments.windows import clear_local_memos  # imports models: not before Django is set up
+def _empty_caches(settings):
+    """Each test starts with the cache configuration users run (COMMENTS_FAST_CACHE_SECONDS and the
+    rendered pages on), empty: what one test read must not serve the next. A test that writes and
+    reads straight back asks for `cold_reads`. A store that comes back is used at once
+    (tests/shop/test_unavailable.py tests failing fast)."""
+    from django.core.cache import cache
 
-    clear_local_memos()
+    settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0
+    cache.clear()  # the processes' unpickled windows go with it: they are served only while stamped there
+
+
+@pytest.fixture
+def cold_reads(settings):
+    """Nothing shared between requests for a few seconds (COMMENTS_FAST_CACHE_SECONDS=0): for tests
+    that write to DynamoDB or the index directly and read the page straight back."""
+    settings.COMMENTS_FAST_CACHE_SECONDS = 0
 
 
 @pytest.fixture(scope="session")

@@ -14,3 +14,7 @@ WHITENOISE_USE_FINDERS = True
 # Tests read pages right after changing data: the one-second micro-cache would show them the page
 # from before. tests/shop/test_micro_cache.py turns it on.
 RESPONSE_MICRO_CACHE_SECONDS = 0
+
+# DynamoDB Local updates its GSIs with the table write, and the tests drive the consumers
+# themselves: a rebuild need not wait for writes in flight (tests/pagination_index covers fences).
+REBUILD_SETTLE_SECONDS = 0

@@ -83,6 +83,8 @@ def test_robots_rules_match_as_search_engines_read_them(client, db):
     assert robots_allows(rules, "/products/KETTLE-2000/?page=292")
     assert robots_allows(rules, "/sitemap.xml")
     assert not robots_allows(rules, "/products/KETTLE-2000/comments/")
+    assert not robots_allows(rules, "/products/KETTLE-2000/comments/0123abcd/report/")  # moderation
+    assert not robots_allows(rules, "/products/KETTLE-2000/reported/")
     assert not robots_allows(rules, "/products/KETTLE-2000/?rating=5")
     assert not robots_allows(rules, "/products/KETTLE-2000/?page=3&cursor=abc")
     assert not robots_allows(rules, "/admin/shop/product/")

@@ -1,171 +1,130 @@
-"""The page path's Query, sent as one signed HTTP request instead of through botocore's pipeline.
+"""The page path's Query without botocore's client pipeline: botocore's own SigV4Auth on an AWSRequest,
+sent through a urllib3 connection pool.
 
-A 21-item Query through a botocore client costs several times the CPU of the same request signed
-once (comments/table/signing.py) and sent on a kept-alive `http.client` connection
-(docs/performance.md): botocore's per-call machinery (about ten events, endpoint rules, request
-objects built twice, the signing key derived afresh) and urllib3's (a header dict and response object
-of its own, a liveness poll of the socket before every reuse) cost more than the HTTP itself. Product
-pages make one Query each, so this is a sizeable part of a deep page's CPU.
+A crawl page's CPU through the strict endpoint (TLS, signatures checked), three ways
+(bench/query_paths.py, docs/performance.md): the botocore client costs about a third more than this
+library path; a hand-written signer on `http.client` saved only about 5% more, short of the 20% that
+would pay for keeping protocol code of our own, so it went.
 
-Only the happy path is done here. One attempt, and any answer but a 200 whose body is plain JSON
-(an error, a throttle, a CRC32 mismatch, a binary attribute) makes the same call again through the
-botocore client, which retries, parses errors and raises exactly as before (so `store_errors` turns a
-real failure into StoreUnavailable). When the attempt got no answer at all (a timeout, a refused or
-dropped connection), it counts as the first of DYNAMODB_MAX_ATTEMPTS: the call goes to a client
-allowed one attempt fewer (`retry_client`, built on first need; None: no attempt is left), so a dead
-DynamoDB still becomes a 503 within the same time as before. A kept-alive connection that the server
-closed while it sat idle is not such a failure: the Query is sent again at once on a new one.
-The credentials (refreshed as botocore refreshes them), the region, the endpoint and the timeouts
-are the botocore client's own.
+It is a whole DynamoDB client for one call, within the same rules as the botocore client beside it:
+the same endpoint, region, credentials (refreshed as botocore refreshes them: each request is signed
+with their current frozen values), timeouts and TLS verification (the CA bundle, or none when
+verification is off). When a proxy applies to the endpoint (HTTPS_PROXY/NO_PROXY) it steps aside and
+every call goes through the botocore client, which speaks to proxies. Its attempts count in one
+budget, DYNAMODB_MAX_ATTEMPTS, with jittered exponential backoff between them: a throttle, a 5xx, a
+CRC32 mismatch or no answer at all is tried again while the budget lasts; any other error is raised
+at once, parsed by botocore's own parser into the client's exception class (a ValidationException is
+never retried).
 """
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
-import threading
 import zlib
-from collections import deque
-from dataclasses import dataclass
-from typing import Callable
-from urllib.parse import urlsplit
 
+import urllib3
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.exceptions import EndpointConnectionError
+from botocore.parsers import create_parser
+from botocore.utils import get_environ_proxies
 
-from comments.table.signing import RequestSigner
+from aws import REQUEST_ID_HEADER
+from aws.parsers import may_hold_binary
+from aws.retries import Backoff
 from metrics import dynamodb_call
+from shop.logs import current_request_id
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
-# What a kept-alive connection closed by the server meanwhile raises when it is used again.
-IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# Between attempts of one page request: short, since the page has a read timeout to keep.
+PAGE_BACKOFF = Backoff(base=0.025, cap=0.5)
+# What botocore's standard retry mode retries for DynamoDB besides 5xx answers.
+RETRYABLE_CODES = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "Throttling", "ThrottledException", "TransactionInProgressException", "RequestThrottled",
+    "RequestThrottledException", "LimitExceededException", "BandwidthLimitExceeded", "SlowDown",
+    "PriorRequestNotComplete", "EC2ThrottledException", "TooManyRequestsException",
+})
 
 
-def may_hold_binary(body: bytes) -> bool:
-    """Whether a DynamoDB JSON body may hold a binary value (B/BS: base64 on the wire, bytes once
-    botocore has parsed it). Such a value is written `"B":` or `"BS":`; inside a string those quotes
-    would be escaped (`\\"B\\":`), so a body without either has none."""
-    return b'"B":' in body or b'"BS":' in body
-
-
-@dataclass(frozen=True)
-class SignedRequest:
-    method: str
-    url: str
-    data: bytes
-    headers: dict[str, str]
-
-
-class Connections:
-    """Kept-alive HTTP/1.1 connections to one endpoint: taken by one thread for one request and put
-    back (at most `maxsize` idle ones are kept). The read timeout applies to every answer."""
-
-    def __init__(self, url: str, *, connect_timeout: float, read_timeout: float, maxsize: int):
-        parts = urlsplit(url)
-        self.secure = parts.scheme == "https"
-        self.host, self.port = parts.hostname, parts.port
-        self.connect_timeout, self.read_timeout, self.maxsize = connect_timeout, read_timeout, maxsize
-        self._context = ssl.create_default_context() if self.secure else None
-        self._idle: deque[http.client.HTTPConnection] = deque()
-
-    def _connect(self) -> http.client.HTTPConnection:
-        if self.secure:
-            connection = http.client.HTTPSConnection(self.host, self.port, timeout=self.connect_timeout,
-                                                     context=self._context)
-        else:
-            connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
-        connection.connect()
-        connection.sock.settimeout(self.read_timeout)
-        return connection
-
-    def post(self, headers: dict[str, str], body: bytes) -> tuple[int, http.client.HTTPMessage, bytes]:
-        """(status, headers, body) of a POST to "/". Raises OSError or http.client.HTTPException when
-        no answer came."""
-        try:
-            connection, reused = self._idle.pop(), True
-        except IndexError:
-            connection, reused = self._connect(), False
-        try:
-            try:
-                response, data = self._exchange(connection, headers, body)
-            except IDLE_CLOSED:
-                if not reused:
-                    raise
-                connection.close()  # the server closed it while it sat idle: nothing was answered
-                connection = self._connect()
-                response, data = self._exchange(connection, headers, body)
-        except BaseException:
-            connection.close()
-            raise
-        if response.will_close or len(self._idle) >= self.maxsize:
-            connection.close()
-        else:
-            self._idle.append(connection)
-        return response.status, response.headers, data
-
-    @staticmethod
-    def _exchange(connection, headers, body) -> tuple[http.client.HTTPResponse, bytes]:
-        connection.request("POST", "/", body=body, headers=headers)
-        response = connection.getresponse()
-        return response, response.read()
+def connection_pool(*, verify: bool | str, connect_timeout: float, read_timeout: float,
+                    maxsize: int) -> urllib3.PoolManager:
+    """What botocore's `verify` means: True, the default CAs; a path, that CA bundle; False, no checks.
+    urllib3 itself re-sends nothing (one attempt is one request), and checks a kept-alive connection
+    before reusing it, so one the server closed while idle is replaced, not counted as an attempt."""
+    if verify is False:
+        tls = {"cert_reqs": "CERT_NONE"}
+    else:
+        tls = {"cert_reqs": "CERT_REQUIRED", **({"ca_certs": verify} if isinstance(verify, str) else {})}
+    return urllib3.PoolManager(maxsize=maxsize, retries=False, block=False,
+                               timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout), **tls)
 
 
 class DirectReads:
     """Query on a botocore DynamoDB client's endpoint, region and timeouts, signed with `credentials`
-    (botocore Credentials, refreshable or not; None: every call goes through the client, which
-    then says what is missing)."""
+    (botocore Credentials, refreshable or not; None: every call goes through the client, which then
+    says what is missing), in at most `attempts` requests. `tag_requests`: send X-Shop-Request-Id,
+    as the client layer does for an endpoint override (an emulator's request log groups by it)."""
 
-    def __init__(self, client, credentials, make_retry_client: Callable[[], object] | None = None):
-        """`make_retry_client` builds the client for calls whose direct attempt got no answer (None: no
-        attempt is left for them); it is called on first need, since a botocore client takes about a
-        tenth of a second of CPU to build."""
+    def __init__(self, client, credentials, *, attempts: int, verify: bool | str = True,
+                 backoff: Backoff = PAGE_BACKOFF, tag_requests: bool = False):
         self.client = client
-        self._make_retry_client, self._retry_client, self._lock = make_retry_client, None, threading.Lock()
+        self.credentials = credentials
+        self.attempts, self.backoff, self.tag_requests = max(1, attempts), backoff, tag_requests
         meta = client.meta
         config = meta.config
         self.url = meta.endpoint_url.rstrip("/") + "/"
         self.region = meta.region_name
-        self.signer = RequestSigner(credentials, self.region, self.url) if credentials is not None else None
-        self.connections = Connections(self.url, connect_timeout=config.connect_timeout,
-                                       read_timeout=config.read_timeout, maxsize=config.max_pool_connections)
-        self.fallbacks = 0  # calls that went through botocore instead (tests and benchmarks read it)
+        # botocore speaks to proxies; this does not, so it steps aside when one applies.
+        self.direct = credentials is not None and not get_environ_proxies(self.url)
+        self.pool = connection_pool(verify=verify, connect_timeout=config.connect_timeout,
+                                    read_timeout=config.read_timeout, maxsize=config.max_pool_connections)
+        self._parser = create_parser("json")
+        self._output = meta.service_model.operation_model("Query").output_shape
 
-    @property
-    def retry_client(self):
-        if self._make_retry_client is not None and self._retry_client is None:
-            with self._lock:
-                if self._retry_client is None:
-                    self._retry_client = self._make_retry_client()
-        return self._retry_client
-
-    def signed_request(self, operation: str, params: dict, amz_date: str | None = None) -> SignedRequest:
-        """The request botocore would send for `operation` (tests compare the two)."""
+    def signed_request(self, operation: str, params: dict) -> AWSRequest:
+        """The request botocore would send for `operation`, signed now (tests compare the two)."""
         body = json.dumps(params, separators=(",", ":")).encode()
-        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
-        return SignedRequest("POST", self.url, body, self.signer.headers(headers, body, amz_date))
+        request = AWSRequest(method="POST", url=self.url, data=body,
+                             headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation})
+        SigV4Auth(self.credentials.get_frozen_credentials(), "dynamodb", self.region).add_auth(request)
+        return request
 
-    def _send(self, operation: str, params: dict):
-        """The parsed answer; else the botocore client that must make this call."""
-        if self.signer is None:
-            return self.client
-        request = self.signed_request(operation, params)
-        try:
-            status, headers, body = self.connections.post(request.headers, request.data)
-        except (http.client.HTTPException, OSError) as exc:
-            if self.retry_client is None:
-                raise EndpointConnectionError(endpoint_url=self.url, error=exc) from exc
-            return self.retry_client
-        if status != 200 or may_hold_binary(body):
-            return self.client  # the client's call is counted by its own hook (metrics.instrument_client)
-        crc = headers.get("x-amz-crc32")
-        if crc is not None and int(crc) != zlib.crc32(body):
-            return self.client
-        dynamodb_call(operation)
-        return json.loads(body)
+    def _parse(self, status: int, headers, body: bytes) -> dict:
+        """botocore's own parse of an answer (an error's code and message, or binary attributes)."""
+        return self._parser.parse({"status_code": status, "headers": dict(headers), "body": body}, self._output)
 
     def query(self, **params) -> dict:
-        found = self._send("Query", params)
-        if isinstance(found, dict):
-            return found
-        self.fallbacks += 1
-        return found.query(**params)
+        if not self.direct:
+            return self.client.query(**params)
+        failure: Exception | None = None
+        for attempt in range(self.attempts):
+            if attempt:
+                self.backoff.sleep(attempt - 1)
+            request = self.signed_request("Query", params)
+            headers = dict(request.headers.items())
+            request_id = current_request_id.get() if self.tag_requests else None
+            if request_id:
+                headers[REQUEST_ID_HEADER] = request_id
+            try:
+                answer = self.pool.urlopen("POST", self.url, body=request.body, headers=headers)
+            except urllib3.exceptions.HTTPError as exc:
+                failure = EndpointConnectionError(endpoint_url=self.url, error=exc)
+                continue
+            status, body = answer.status, answer.data
+            crc = answer.headers.get("x-amz-crc32")
+            if crc is not None and int(crc) != zlib.crc32(body):
+                failure = EndpointConnectionError(endpoint_url=self.url, error="CRC32 mismatch")
+                continue
+            if status == 200:
+                dynamodb_call("Query", retries=attempt)  # botocore's clients are counted by their hook
+                return self._parse(status, answer.headers, body) if may_hold_binary(body) else json.loads(body)
+            parsed = self._parse(status, answer.headers, body)
+            code = parsed.get("Error", {}).get("Code", "")
+            failure = self.client.exceptions.from_code(code)(parsed, "Query")
+            if status < 500 and code not in RETRYABLE_CODES:
+                dynamodb_call("Query", code, retries=attempt)
+                raise failure
+        dynamodb_call("Query", getattr(failure, "response", {}).get("Error", {}).get("Code", "ConnectionError"),
+                      retries=self.attempts - 1)
+        raise failure

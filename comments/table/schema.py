@@ -11,7 +11,8 @@ from django.conf import settings
 from comments.table.client import dynamodb
 from comments.table.keys import GROUP, MEMBER, RATING_GROUP, SORT_KEY, product_index_name, rating_index_name, table_name
 
-GSI_WAIT_SECONDS = 600
+# DescribeTable between looks at a GSI being created (AWS refreshes its backfill figures slowly).
+GSI_POLL_SECONDS = 2.0
 PITR_WAIT_SECONDS = 120
 logger = logging.getLogger(__name__)
 
@@ -93,15 +94,19 @@ def enable_point_in_time_recovery() -> None:
         time.sleep(2)
 
 
-def _index_statuses() -> dict[str, str]:
+def _index_descriptions() -> dict[str, dict]:
     table = dynamodb().describe_table(TableName=table_name())["Table"]
-    return {gsi["IndexName"]: gsi.get("IndexStatus", "ACTIVE") for gsi in table.get("GlobalSecondaryIndexes", [])}
+    return {gsi["IndexName"]: gsi for gsi in table.get("GlobalSecondaryIndexes", [])}
 
 
-def add_rating_index() -> bool:
+def _index_statuses() -> dict[str, str]:
+    return {name: gsi.get("IndexStatus", "ACTIVE") for name, gsi in _index_descriptions().items()}
+
+
+def add_rating_index(*, on_wait=None) -> bool:
     """UpdateTable to create the byRating GSI if the table lacks it, then wait until it is ACTIVE
-    (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`).
-    True if it had to be created."""
+    (DynamoDB backfills it from PK2R; old items get PK2R from `manage.py backfill_rating_keys`),
+    however long that takes (wait_for_index). True if it had to be created."""
     name = rating_index_name()
     added = False
     if name not in _index_statuses():
@@ -116,12 +121,21 @@ def add_rating_index() -> bool:
             if name not in _index_statuses():
                 raise
             # someone else added it meanwhile: wait for theirs
-    deadline = time.monotonic() + GSI_WAIT_SECONDS
-    while _index_statuses().get(name) != "ACTIVE":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"GSI {name!r} on {table_name()!r} is not ACTIVE after {GSI_WAIT_SECONDS} s")
-        time.sleep(1)
+    wait_for_index(name, on_wait=on_wait)
     return added
+
+
+def wait_for_index(name: str, *, on_wait=None, poll_seconds: float = GSI_POLL_SECONDS) -> None:
+    """Wait, without a deadline, until the GSI is ACTIVE: on a large table AWS backfills a new GSI
+    for hours. on_wait(status) is called after each DescribeTable with the GSI's description
+    (IndexStatus, Backfilling, ItemCount, IndexSizeBytes) so a command can show the progress."""
+    while True:
+        description = _index_descriptions().get(name, {})
+        if description.get("IndexStatus", "ACTIVE") == "ACTIVE" and description:
+            return
+        if on_wait:
+            on_wait(description)
+        time.sleep(poll_seconds)
 
 
 def delete_tables() -> None:

@@ -5,8 +5,11 @@ Every comment is in two groups: its product's (PK2, GSI byProduct) and its produ
 """
 from __future__ import annotations
 
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
+from typing import Iterable, Iterator
+
+from botocore.exceptions import ClientError
 
 from comments.table import client
 from comments.table.keys import (
@@ -22,7 +25,10 @@ from comments.table.keys import (
     product_index_name,
     table_name,
 )
-from pagination_index import Add, BaseSource, Entry, NoStream, Op, Remove
+from pagination_index import Add, BaseSource, Entry, NoStream, Op, ReadBudget, Remove
+
+THROTTLE_CODES = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"})
+THROTTLE_RETRIES = 10  # after botocore's own attempts; each waits longer (ReadBudget.throttled)
 
 ENTRY_ATTRIBUTES = {"#g": GROUP, "#r": RATING_GROUP, "#m": MEMBER, "#s": SORT_KEY}
 ENTRY_PROJECTION = "#g, #r, #m, #s"
@@ -63,14 +69,57 @@ def paginate(call, **kwargs) -> Iterator[dict]:
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
-def _entries_by_group(items, on_item=None) -> dict[str, list[Entry]]:
-    found: dict[str, list[Entry]] = {}
+def budgeted_responses(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
+    """Every page of a Query or Scan, each page's consumed units spent from `budget`, throttles
+    (once botocore's retries are spent) slowing the budget down and retried."""
+    kwargs["ReturnConsumedCapacity"] = "TOTAL"
+    while True:
+        response = budgeted_call(call, budget, **kwargs)
+        yield response
+        if "LastEvaluatedKey" not in response:
+            return
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+
+def budgeted_call(call, budget: ReadBudget, **kwargs) -> dict:
+    """One call that asked for ReturnConsumedCapacity, retried while throttled, its units spent."""
+    attempt = 0
+    while True:
+        try:
+            response = call(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in THROTTLE_CODES or attempt >= THROTTLE_RETRIES:
+                raise
+            budget.throttled(attempt)
+            attempt += 1
+            continue
+        budget.spend((response.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
+        return response
+
+
+def budgeted_pages(call, budget: ReadBudget, **kwargs) -> Iterator[dict]:
+    """Every item of a Query or Scan, read within `budget` (budgeted_responses)."""
+    for response in budgeted_responses(call, budget, **kwargs):
+        yield from response.get("Items", [])
+
+
+def tie_runs(items: Iterable[dict]) -> Iterator[dict]:
+    """Items of a newest-first GSI Query in the index's order: DynamoDB orders equal SKs its own
+    way, the index by PK descending, so each run of equal SKs (short) is sorted here."""
+    run: list[dict] = []
     for item in items:
-        for group, entry in image_entries(item).items():
-            found.setdefault(group, []).append(entry)
-        if on_item:
-            on_item()
-    return found
+        if run and item[SORT_KEY]["S"] != run[0][SORT_KEY]["S"]:
+            yield from sorted(run, key=lambda i: i[MEMBER]["S"], reverse=True)
+            run = []
+        run.append(item)
+    yield from sorted(run, key=lambda i: i[MEMBER]["S"], reverse=True)
+
+
+def _spilled(spill) -> Iterator[Entry]:
+    spill.seek(0)
+    for line in spill:
+        member, _, sort_key = line.rstrip("\n").partition("\t")
+        yield member, sort_key
 
 
 class CommentsTableSource(BaseSource):
@@ -104,21 +153,55 @@ class CommentsTableSource(BaseSource):
             for item in items:
                 yield item[MEMBER]["S"], item[SORT_KEY]["S"]
 
-    def related_entries(self, group: str) -> dict[str, list[Entry]]:
-        """A product's group and its five rating groups from one Query of the byProduct partition
-        (a rating group is rebuilt with its product's)."""
-        sku = group.partition(RATING_SEPARATOR)[0]
-        items = paginate(
-            client.dynamodb_bulk().query,
-            TableName=table_name(),
-            IndexName=product_index_name(),
-            KeyConditionExpression="#g = :g",
-            ExpressionAttributeNames=ENTRY_ATTRIBUTES,
-            ExpressionAttributeValues={":g": {"S": sku}},
-            ProjectionExpression=ENTRY_PROJECTION,
+    def units(self, *, budget: ReadBudget | None = None, segments: int = 4) -> list[str]:
+        """Every SKU with comments, sorted: a parallel Scan of byProduct reading only its key (the
+        table, not the catalogue, is the truth a rebuild restores). Memory: one name per product."""
+        def segment(number: int) -> set[str]:
+            items = budgeted_pages(
+                client.dynamodb_bulk().scan, budget or ReadBudget(), TableName=table_name(),
+                IndexName=product_index_name(), Segment=number, TotalSegments=segments,
+                ProjectionExpression="#g", ExpressionAttributeNames={"#g": GROUP},
+            )
+            with client.store_errors(f"Scan segment {number} of {segments} of {product_index_name()}"):
+                return {item[GROUP]["S"] for item in items}
+
+        with ThreadPoolExecutor(max_workers=segments) as pool:
+            return sorted(set().union(*pool.map(segment, range(segments))))
+
+    def unit_of(self, group: str) -> str:
+        return group.partition(RATING_SEPARATOR)[0]
+
+    def unit_groups(self, unit: str) -> list[str]:
+        return product_groups(unit)
+
+    def unit_entries(self, unit: str, *, budget: ReadBudget | None = None) -> Iterator[tuple[str, Iterator[Entry]]]:
+        """The product's group streamed newest first from one byProduct Query (DynamoDB returns the
+        partition sorted), its rating entries spilled to temporary files on the way and streamed
+        from them after: memory stays flat at any product size, and each item is read once."""
+        spills = {group: tempfile.TemporaryFile("w+", encoding="utf-8") for group in product_groups(unit)[1:]}
+        items = budgeted_pages(
+            client.dynamodb_bulk().query, budget or ReadBudget(),
+            TableName=table_name(), IndexName=product_index_name(), ScanIndexForward=False,
+            KeyConditionExpression="#g = :g", ExpressionAttributeNames=ENTRY_ATTRIBUTES,
+            ExpressionAttributeValues={":g": {"S": unit}}, ProjectionExpression=ENTRY_PROJECTION,
         )
-        with client.store_errors(f"Query of product {sku!r}"):
-            return {**{name: [] for name in product_groups(sku)}, **_entries_by_group(items)}
+
+        def product_entries() -> Iterator[Entry]:
+            with client.store_errors(f"Query of product {unit!r}"):
+                for item in tie_runs(items):
+                    entry = item[MEMBER]["S"], item[SORT_KEY]["S"]
+                    spill = spills.get(item.get(RATING_GROUP, {}).get("S"))
+                    if spill is not None:
+                        spill.write(f"{entry[0]}\t{entry[1]}\n")
+                    yield entry
+
+        try:
+            yield unit, product_entries()
+            for group, spill in spills.items():
+                yield group, _spilled(spill)
+        finally:
+            for spill in spills.values():
+                spill.close()
 
     def group_count(self, group: str) -> int:
         """A COUNT Query on the group's GSI partition, paged (DynamoDB still reads every item)."""
@@ -138,22 +221,6 @@ class CommentsTableSource(BaseSource):
                 if "LastEvaluatedKey" not in response:
                     return total
                 kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
-
-    def _scan_segment(self, segment: int, segments: int, on_item) -> dict[str, list[Entry]]:
-        items = paginate(client.dynamodb_bulk().scan, TableName=table_name(), Segment=segment, TotalSegments=segments,
-                         ExpressionAttributeNames=ENTRY_ATTRIBUTES, ProjectionExpression=ENTRY_PROJECTION)
-        with client.store_errors(f"Scan segment {segment} of {segments}"):
-            return _entries_by_group(items, on_item)
-
-    def all_entries(self, *, segments: int = 4, on_item: Callable[[], None] | None = None) -> dict[str, list[Entry]]:
-        """A parallel Scan of the table; on_item() is called from the Scan's threads."""
-        merged: dict[str, list[Entry]] = {}
-        with ThreadPoolExecutor(max_workers=segments) as pool:
-            parts = pool.map(self._scan_segment, range(segments), [segments] * segments, [on_item] * segments)
-            for part in parts:
-                for group, entries in part.items():
-                    merged.setdefault(group, []).extend(entries)
-        return merged
 
     def has_items(self) -> bool:
         with client.store_errors("Scan"):

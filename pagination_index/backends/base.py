@@ -6,7 +6,10 @@ NotImplementedError, the rest have slow-but-correct defaults that backends overr
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
+from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
 from django.core.exceptions import ImproperlyConfigured
@@ -20,6 +23,21 @@ class InvalidIndexBackendError(ImproperlyConfigured):
 
 class IndexUnavailable(Exception):
     """The index store cannot be reached or failed; the caller should answer 503, not 500."""
+
+
+def index_errors(method, errors: tuple[type[BaseException], ...], label: str):
+    """`method`, with the store's own `errors` raised as IndexUnavailable: the one place a backend
+    says "the store is down" (django-redis's omit_exception, without the omitting)."""
+
+    @functools.wraps(method)
+    def funnel(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except errors as exc:
+            raise IndexUnavailable(f"{label}: {exc}") from exc
+
+    funnel.index_errors = True
+    return funnel
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +102,13 @@ def chunked(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start : start + size]
 
 
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of at most `size` items from any iterable, read as they are needed."""
+    iterator = iter(items)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     """Entries in index order: sort_key descending, then member descending."""
     return sorted(entries, key=lambda entry: (entry[1], entry[0]), reverse=True)
@@ -114,10 +139,31 @@ class BaseIndex:
     - `partial_failures`: True when part of the store can be down while the rest answers (a Redis
       Cluster that lost one primary). Request handling then does not fail every call fast after
       one failure, so the groups still served keep answering.
+    - `write_ahead_log`: True when writes wait in a log that `commit(group)` folds in and
+      `pending_groups()` lists (the files backend; commit_index).
+    - `table` / `create_table()`: the store's own table where the backend has one (DynamoDB), and
+      making it (`make run`).
     """
 
     database_alias: str | None = None
     partial_failures: bool = False
+    write_ahead_log: bool = False
+    table: str | None = None
+    # The store's own exceptions that mean "down or failing". Every public method a subclass defines
+    # is wrapped by index_errors() to raise them as IndexUnavailable, so backend code raises its own
+    # errors (or lets the client's through) and never IndexUnavailable itself.
+    unavailable_errors: tuple[type[BaseException], ...] = ()
+    # How the error messages name the backend.
+    error_label: str = "pagination index"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.unavailable_errors:
+            return
+        for name, attribute in list(vars(cls).items()):
+            if (inspect.isfunction(attribute) and not name.startswith("_")
+                    and not getattr(attribute, "index_errors", False)):
+                setattr(cls, name, index_errors(attribute, cls.unavailable_errors, cls.error_label))
 
     def __init__(self, options: dict | None = None):
         self.options = dict(options or {})
@@ -138,7 +184,10 @@ class BaseIndex:
             )
         self.remove_many(group, [member for member, _ in removals])
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Swap the group's entries for `entries` atomically. Any iterable, read once, in any order
+        (a repeated member keeps its last sort key); rebuilds pass a stream newest first, which
+        backends consume a chunk at a time where they can, so a group of millions is never a list."""
         raise NotImplementedError("subclasses of BaseIndex must provide a replace() method")
 
     def apply(self, ops: Iterable[Op]) -> None:
@@ -193,6 +242,11 @@ class BaseIndex:
         """Every non-empty group (rebuild, verify, operators)."""
         raise NotImplementedError("subclasses of BaseIndex must provide a groups() method")
 
+    def is_empty(self) -> bool:
+        """Whether no group holds an entry (rebuild_index --if-empty); backends answer without
+        listing every group."""
+        return not self.groups()
+
     def clear(self) -> None:
         """Drop every group (tests and full rebuilds)."""
         for group in self.groups():
@@ -200,6 +254,12 @@ class BaseIndex:
 
     def close(self) -> None:
         """Release connections; called when the handler is reset."""
+
+    def create_storage(self) -> str | None:
+        """Make what the backend stores its entries in outside the Django database, if missing (the
+        DynamoDB backend's table), and say what it is; None: nothing to make. `manage.py create_tables`
+        calls it, never the running site, which then needs no permission to create anything."""
+        return None
 
     def maintain(self) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
@@ -223,6 +283,17 @@ class BaseIndex:
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """What in the backend's structures disagrees with `expected` (the true entries, newest first)."""
         return []
+
+    def commit(self, group: str) -> bool:
+        """Fold the group's write-ahead log in now; False when there was nothing to fold."""
+        return False
+
+    def pending_groups(self) -> list[str]:
+        """The groups whose write-ahead log holds changes not yet committed."""
+        return []
+
+    def create_table(self) -> None:
+        """Create the store's own table, where the backend has one; nothing to make elsewhere."""
 
 
 class NetWriteIndex(BaseIndex):

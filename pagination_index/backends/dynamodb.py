@@ -16,23 +16,30 @@ the stats item: page starts are then k*P plus the deltas of the pages before (co
 stats item, no extra read), and `remark()` (run by sync_index between polls) shifts the entries
 back into exact pages MAX_SHIFT pages per transaction. Every write is one TransactWriteItems
 conditioned on the stats version (two consumers: the loser re-reads and retries; a redelivered
-batch finds its entries in place and writes nothing). A change too big for one transaction
-(replace, rebuild, a huge batch) writes the group anew in a fresh generation and flips the stats
-item to it. See docs/backends-dynamodb.md.
+batch finds its entries in place and writes nothing). A batch with many changes to one group is
+applied in steps of at most STEP_CHANGES changes, one transaction each (a step that would still
+touch more than 100 items is halved); only replace() (rebuild) and repairs write the group anew in
+a fresh generation and flip the stats item to it. See docs/backends-dynamodb.md.
+
+Errors: the code below lets botocore's errors through; BaseIndex's funnel on every public method
+(`unavailable_errors`) is the one place that turns them into IndexUnavailable. A cancelled
+transaction is read by its reasons (`cancellation`): a lost race is retried with backoff, a
+throttle is the store being unavailable, a ValidationError (an item over 400 KB) is
+InvalidIndexWrite and never retried.
 """
 from __future__ import annotations
 
 import logging
-import random
 import secrets
-import time
+from collections import deque
 from typing import Callable, Iterable, Sequence
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked, is_newer, newest_first
+import aws
+from aws.retries import RACE, batch_get, batch_write
+
+from .base import Entry, NetWriteIndex, Removal, chunked, is_newer, newest_first
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +47,41 @@ STATS = "s"
 MARKED = "\x00marked"  # the partition listing marked groups (p = the group): what remark() has to do
 ATTEMPTS = 20  # of a write that loses races to another consumer (with a jittered backoff between)
 TRANSACTION_ITEMS = 100
+STEP_CHANGES = 90  # changes to one group per transaction (issue 29: never a rewrite for a large batch)
 REMARK_ITEMS = 90  # page items the re-mark's last step may write (the stats item and the list go with them)
 GENERATION_LIMIT = 10**9
-CONFLICTS = ("TransactionCanceledException", "TransactionConflictException")
+# CancellationReasons codes that mean another writer got there first (or nothing happened to that item).
+RACE_REASONS = frozenset({"None", "ConditionalCheckFailed", "TransactionConflict"})
 
 
-def backoff(attempt: int) -> None:
-    """After a lost race: wait a random 0..min(10 ms * 2^attempt, 0.5 s), so two consumers drift apart."""
-    time.sleep(random.uniform(0, min(0.01 * 2**attempt, 0.5)))
+class LostRace(Exception):
+    """Another writer changed the group between this write's reads and its transaction."""
+
+
+class KeptConflicting(Exception):
+    """Still losing races after ATTEMPTS tries (the funnel reports it as IndexUnavailable)."""
+
+
+class InvalidIndexWrite(ValueError):
+    """DynamoDB refused a write as invalid (e.g. an item over 400 KB): retrying cannot help, and it is
+    not an outage to wait out, so it is not IndexUnavailable."""
+
+
+def cancellation(exc: ClientError) -> Exception:
+    """What a failed TransactWriteItems means, from its CancellationReasons (TransactWriteItems
+    reference: a cancelled transaction lists one reason per item, "None" for the items that were fine):
+    LostRace, InvalidIndexWrite, or the error itself (a throttle: the store is unavailable)."""
+    code = exc.response["Error"]["Code"]
+    if code == "TransactionConflictException":
+        return LostRace(str(exc))
+    if code != "TransactionCanceledException":
+        return exc
+    reasons = {reason.get("Code", "None") for reason in exc.response.get("CancellationReasons", [])}
+    if "ValidationError" in reasons:
+        return InvalidIndexWrite(f"DynamoDB refused the index write as invalid: {exc}")
+    if reasons <= RACE_REASONS:
+        return LostRace(str(exc))
+    return exc  # ThrottlingError, ProvisionedThroughputExceeded, ...: the store is not answering
 
 
 def page_key(generation: int, page: int) -> str:
@@ -113,7 +147,13 @@ class Stats:
 
 
 class DynamoDBIndex(NetWriteIndex):
-    """OPTIONS: TABLE, ENDPOINT_URL, REGION, PAGE_SIZE, MAX_SHIFT, CONNECT_TIMEOUT, READ_TIMEOUT, MAX_ATTEMPTS."""
+    """OPTIONS: TABLE, ENDPOINT_URL, REGION, PAGE_SIZE, MAX_SHIFT, CONNECT_TIMEOUT, READ_TIMEOUT, MAX_ATTEMPTS.
+
+    Two clients from the client layer (aws/), on boto3's credential chain: reads fail fast within
+    MAX_ATTEMPTS (pages), writes (sync_index, rebuild) retry patiently in botocore's adaptive mode."""
+
+    unavailable_errors = (BotoCoreError, ClientError, KeptConflicting)
+    error_label = "dynamodb index"
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
@@ -122,24 +162,17 @@ class DynamoDBIndex(NetWriteIndex):
         # Page items one write may shift; more, and the group is marked for remark(). At most 90:
         # a transaction holds 100 items (the stats item, the pages, member items).
         self.max_shift = max(1, min(int(self.options.get("MAX_SHIFT", 20)), 90))
-        self.client = boto3.client(
-            "dynamodb",
-            endpoint_url=self.options.get("ENDPOINT_URL") or None,
-            region_name=self.options.get("REGION", "us-east-1"),
-            aws_access_key_id=self.options.get("ACCESS_KEY_ID", "local"),
-            aws_secret_access_key=self.options.get("SECRET_ACCESS_KEY", "local"),
-            config=Config(
-                connect_timeout=self.options.get("CONNECT_TIMEOUT", 2),
-                read_timeout=self.options.get("READ_TIMEOUT", 5),
-                retries={"total_max_attempts": self.options.get("MAX_ATTEMPTS", 3), "mode": "standard"},
-            ),
-        )
+        where = dict(region=self.options.get("REGION", "us-east-1"), endpoint_url=self.options.get("ENDPOINT_URL") or None,
+                     connect_timeout=self.options.get("CONNECT_TIMEOUT", 2), read_timeout=self.options.get("READ_TIMEOUT", 5))
+        self.client = aws.client("dynamodb", aws.PAGE, attempts=self.options.get("MAX_ATTEMPTS", 3), **where)
+        self.writer = aws.client("dynamodb", aws.BACKGROUND, **where)
 
-    # --- table ----------------------------------------------------------------------------------
+    # --- table: made by `manage.py create_tables` only, never from the write path ------------------
     def create_table(self) -> None:
-        """Create the index table if missing (the backend also does this lazily on first write)."""
+        """Create the index table if missing and wait until it is ACTIVE (a new table stays CREATING
+        for a while on AWS, refusing reads and writes)."""
         try:
-            self.client.create_table(
+            self.writer.create_table(
                 TableName=self.table,
                 AttributeDefinitions=[{"AttributeName": "g", "AttributeType": "S"}, {"AttributeName": "p", "AttributeType": "S"}],
                 KeySchema=[{"AttributeName": "g", "KeyType": "HASH"}, {"AttributeName": "p", "KeyType": "RANGE"}],
@@ -147,61 +180,55 @@ class DynamoDBIndex(NetWriteIndex):
             )
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceInUseException":
-                raise IndexUnavailable(f"create index table {self.table}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise IndexUnavailable(f"create index table {self.table}: {exc}") from exc
+                raise
+        self.writer.get_waiter("table_exists").wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+
+    def create_storage(self) -> str:
+        self.create_table()
+        return f"index table {self.table} (PAGINATION_INDEX_BACKEND=dynamodb)"
 
     def delete_table(self) -> None:
         try:
-            self.client.delete_table(TableName=self.table)
+            self.writer.delete_table(TableName=self.table)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceNotFoundException":
-                raise IndexUnavailable(f"delete index table {self.table}: {exc}") from exc
+                raise
 
-    def _call(self, method: str, **kwargs):
+    def _call(self, method: str, client=None, **kwargs):
+        """A read; a missing table reads as empty (the site before `create_tables`)."""
         try:
-            return getattr(self.client, method)(**kwargs)
+            return getattr(client or self.client, method)(**kwargs)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ResourceNotFoundException":
                 return {}
-            raise IndexUnavailable(f"{method} on {self.table}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise IndexUnavailable(f"{method} on {self.table}: {exc}") from exc
+            raise
 
     def _transact(self, actions: list) -> None:
-        """One TransactWriteItems; a lost race raises ClientError (the caller retries), anything else
-        IndexUnavailable."""
-        for attempt in range(2):
-            try:
-                self.client.transact_write_items(TransactItems=actions)
-                return
-            except ClientError as exc:
-                code = exc.response["Error"]["Code"]
-                if code == "ResourceNotFoundException" and not attempt:
-                    self.create_table()
-                    continue
-                if code in CONFLICTS:
-                    raise
-                raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
-            except BotoCoreError as exc:
-                raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
+        """One TransactWriteItems. Raises LostRace (the caller re-reads and retries), InvalidIndexWrite,
+        or botocore's error."""
+        try:
+            self.writer.transact_write_items(TransactItems=actions)
+        except ClientError as exc:
+            raise cancellation(exc) from exc
 
-    def _query(self, group: str, low: str | None = None, high: str | None = None) -> list[dict]:
+    def _query(self, group: str, low: str | None = None, high: str | None = None, client=None) -> list[dict]:
         """Every item of a group's partition (with low <= p <= high), consistently."""
-        items, start = [], None
-        while True:
-            kwargs = dict(TableName=self.table, KeyConditionExpression="g = :g",
-                          ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)
-            if low is not None:
-                kwargs["KeyConditionExpression"] += " AND p BETWEEN :a AND :b"
-                kwargs["ExpressionAttributeValues"].update({":a": {"S": low}, ":b": {"S": high}})
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._call("query", **kwargs)
-            items.extend(response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return items
+        kwargs = dict(TableName=self.table, KeyConditionExpression="g = :g",
+                      ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)
+        if low is not None:
+            kwargs["KeyConditionExpression"] += " AND p BETWEEN :a AND :b"
+            kwargs["ExpressionAttributeValues"].update({":a": {"S": low}, ":b": {"S": high}})
+        return self._paged_items("query", client, kwargs)
+
+    def _paged_items(self, operation: str, client, kwargs: dict) -> list[dict]:
+        """Every page's items, through botocore's paginator (a missing table reads as empty)."""
+        try:
+            pages = (client or self.client).get_paginator(operation).paginate(**kwargs)
+            return [item for page in pages for item in page.get("Items", [])]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                return []
+            raise
 
     # --- items ----------------------------------------------------------------------------------
     @staticmethod
@@ -224,28 +251,36 @@ class DynamoDBIndex(NetWriteIndex):
     def _key(group: str, p: str) -> dict:
         return {"g": {"S": group}, "p": {"S": p}}
 
-    def _stats(self, group: str) -> Stats:
-        item = self._call("get_item", TableName=self.table, Key=self._key(group, STATS), ConsistentRead=True).get("Item")
+    def _stats(self, group: str, client=None) -> Stats:
+        item = self._call("get_item", client, TableName=self.table, Key=self._key(group, STATS),
+                          ConsistentRead=True).get("Item")
         return Stats(item, self.page_size)
 
-    def _get_pages(self, group: str, generation: int, pages: Iterable[int]) -> dict[int, list[Entry]]:
+    def _batch_get(self, keys: list[dict], client=None, consistent: bool = True) -> list[dict]:
+        """Items by key, 100 per BatchGetItem, unprocessed keys asked again with backoff (aws.retries)."""
+        found = []
+        for part in chunked(keys, 100):
+            try:
+                found += batch_get(client or self.client,
+                                   {self.table: {"Keys": list(part), "ConsistentRead": consistent}})[self.table]
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                    raise
+        return found
+
+    def _get_pages(self, group: str, generation: int, pages: Iterable[int], client=None) -> dict[int, list[Entry]]:
         """Page items by number (BatchGetItem, consistent); a missing item reads as empty."""
         pages = sorted(set(pages))
         found = {page: [] for page in pages}
-        for part in chunked(pages, 100):
-            keys = [self._key(group, page_key(generation, page)) for page in part]
-            while keys:
-                response = self._call("batch_get_item", RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}})
-                for item in response.get("Responses", {}).get(self.table, []):
-                    found[int(item["p"]["S"].split(":")[1])] = self._page_entries(item)
-                keys = response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        for item in self._batch_get([self._key(group, page_key(generation, page)) for page in pages], client):
+            found[int(item["p"]["S"].split(":")[1])] = self._page_entries(item)
         return found
 
     # --- the small path: one transaction per group (or several groups) --------------------------
     def _plan_group(self, group: str, removals: Sequence[Removal], adds: Sequence[Entry]) -> "Plan | None":
         """Read what the change needs (the stats item, the member items, the pages searched and
         shifted) and compute the writes; None when the group already is as asked (redelivery)."""
-        plan = Plan(self, group, self._stats(group))
+        plan = Plan(self, group, self._stats(group, self.writer), self.writer)
         members = {member for member, _ in removals} | {member for member, _ in adds}
         plan.load_members(members)
         for member, sort_key in removals:
@@ -263,15 +298,15 @@ class DynamoDBIndex(NetWriteIndex):
 
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Per group: plan the change (reads), then one transaction for as many groups' plans as fit
-        in 100 items; a group whose change alone does not fit is rewritten (the big path)."""
+        in 100 items; a group whose change alone does not fit is applied in steps (_apply_in_steps)."""
         groups = sorted({*adds, *removes})
         for attempt in range(ATTEMPTS):
             plans, lost = [], []
             for group in groups:
                 group_adds = list(dict(adds.get(group, [])).items())  # the last of a repeated member
                 group_removes = removes.get(group, [])
-                if len(group_adds) + len(group_removes) > TRANSACTION_ITEMS - 10:
-                    self._rewrite(group, net_change(group_removes, group_adds))
+                if len(group_adds) + len(group_removes) > STEP_CHANGES:
+                    self._apply_in_steps(group, group_removes, group_adds)
                     continue
                 try:
                     plan = self._plan_group(group, group_removes, group_adds)
@@ -281,7 +316,7 @@ class DynamoDBIndex(NetWriteIndex):
                 if plan is None:
                     continue
                 if len(plan.actions()) > TRANSACTION_ITEMS:
-                    self._rewrite(group, net_change(group_removes, group_adds))
+                    self._apply_in_steps(group, group_removes, group_adds)
                     continue
                 plans.append(plan)
             batch: list[Plan] = []
@@ -290,7 +325,7 @@ class DynamoDBIndex(NetWriteIndex):
                 if batch and (plan is None or size + len(plan.actions()) > TRANSACTION_ITEMS):
                     try:
                         self._transact([action for p in batch for action in p.actions()])
-                    except ClientError:
+                    except LostRace:
                         lost += [p.group for p in batch]
                     batch = []
                 if plan is not None:
@@ -298,13 +333,38 @@ class DynamoDBIndex(NetWriteIndex):
             if not lost:
                 return
             groups = lost  # another consumer wrote these groups meanwhile: re-read and re-plan them
-            backoff(attempt)
-        raise IndexUnavailable(f"write to {self.table}: still conflicting after {ATTEMPTS} attempts")
+            RACE.sleep(attempt)
+        raise KeptConflicting(f"still conflicting after {ATTEMPTS} attempts")
+
+    def _apply_in_steps(self, group: str, removals: Sequence[Removal], adds: Sequence[Entry]) -> None:
+        """A group's change in transactions of at most STEP_CHANGES changes each, in order (removals
+        first, as in one plan); a step whose transaction would exceed 100 items is halved. Each step
+        is idempotent, so a crash between steps is repaired by applying the batch again."""
+        changes = [(True, removal) for removal in removals] + [(False, entry) for entry in adds]
+        steps = deque(changes[i:i + STEP_CHANGES] for i in range(0, len(changes), STEP_CHANGES))
+        while steps:
+            step = steps.popleft()
+            step_removals = [change for is_removal, change in step if is_removal]
+            step_adds = [change for is_removal, change in step if not is_removal]
+            for attempt in range(ATTEMPTS):
+                try:
+                    plan = self._plan_group(group, step_removals, step_adds)
+                    if plan is None:
+                        break
+                    if len(plan.actions()) > TRANSACTION_ITEMS and len(step) > 1:
+                        steps.extendleft([step[len(step) // 2:], step[:len(step) // 2]])
+                        break
+                    self._transact(plan.actions())
+                    break
+                except (IndexError, LostRace):  # another consumer wrote the group: re-read and re-plan
+                    RACE.sleep(attempt)
+            else:
+                raise KeptConflicting(f"{group}: still conflicting after {ATTEMPTS} attempts")
 
     # --- the big path: a new generation --------------------------------------------------------
     def _entries(self, group: str, stats: Stats) -> list[Entry]:
         """Every entry of a group, oldest first (the page items in order, whatever their deltas)."""
-        items = self._query(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1))
+        items = self._query(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1), self.writer)
         items.sort(key=lambda item: item["p"]["S"])
         return [entry for item in items for entry in self._page_entries(item)]
 
@@ -313,7 +373,7 @@ class DynamoDBIndex(NetWriteIndex):
         (plain batch writes: nothing reads that generation yet), then flip the stats item to it in
         one transaction conditioned on the version, then delete every item of older generations."""
         for attempt in range(ATTEMPTS):
-            stats = self._stats(group)
+            stats = self._stats(group, self.writer)
             old = self._entries(group, stats)
             new = newest_first(dict(change(old)).items())[::-1]
             if new == old and not stats.marked and not force:
@@ -338,43 +398,32 @@ class DynamoDBIndex(NetWriteIndex):
                 actions.append({"Delete": {"TableName": self.table, "Key": self._key(group, STATS), **condition}})
             try:
                 self._transact(actions)
-            except ClientError:
-                self._drop_generations(group, lambda generation: generation == fresh)  # lost a race
-                backoff(attempt)
+            except LostRace:
+                self._drop_generations(group, lambda generation: generation == fresh)
+                RACE.sleep(attempt)
                 continue
             self._drop_generations(group, lambda generation: generation != fresh or not new)
             return
-        raise IndexUnavailable(f"rewrite {group} in {self.table}: still conflicting after {ATTEMPTS} attempts")
+        raise KeptConflicting(f"rewrite {group}: still conflicting after {ATTEMPTS} attempts")
 
     def _drop_generations(self, group: str, doomed_generation: Callable[[int], bool]) -> None:
         """Delete a group's page and member items of the generations `doomed_generation` picks."""
         doomed = []
-        for item in self._query(group, "m", "q"):
+        for item in self._query(group, "m", "q", self.writer):
             if doomed_generation(int(item["p"]["S"][1:11])):
                 doomed.append({"DeleteRequest": {"Key": self._key(group, item["p"]["S"])}})
         self._batch_write(doomed)
 
     def _batch_write(self, requests: list[dict]) -> None:
         for part in chunked(requests, 25):
-            pending = {self.table: list(part)}
-            while pending:
-                try:
-                    response = self.client.batch_write_item(RequestItems=pending)
-                except ClientError as exc:
-                    if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-                        self.create_table()
-                        continue
-                    raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
-                except BotoCoreError as exc:
-                    raise IndexUnavailable(f"write to {self.table}: {exc}") from exc
-                pending = response.get("UnprocessedItems") or {}
+            batch_write(self.writer, {self.table: list(part)})
 
     def replace(self, group: str, entries: Sequence[Entry]) -> None:
         self._rewrite(group, lambda old: list(entries))
 
     # --- the background re-mark ------------------------------------------------------------------
     def marked_groups(self) -> list[str]:
-        return [item["p"]["S"] for item in self._query(MARKED)]
+        return [item["p"]["S"] for item in self._query(MARKED, client=self.writer)]
 
     def remark_step(self, group: str) -> bool:
         """Shift the entries of up to MAX_SHIFT + 1 page items, from the first marked one, back into
@@ -382,14 +431,14 @@ class DynamoDBIndex(NetWriteIndex):
         reaches the newest page item, may write up to 90 page items: what a marked page had grown
         by is spread over new ones; past that, the newest page item holds the rest.)"""
         for attempt in range(ATTEMPTS):
-            stats = self._stats(group)
+            stats = self._stats(group, self.writer)
             if not stats.marked:
                 self._transact([{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}}])
                 return True
-            plan = Plan(self, group, stats)
+            plan = Plan(self, group, stats, self.writer)
             first = min(stats.deltas)
             last = min(first + self.max_shift, stats.pages - 1)
-            pages = self._get_pages(group, stats.generation, range(first, last + 1))
+            pages = self._get_pages(group, stats.generation, range(first, last + 1), self.writer)
             entries = [entry for page in range(first, last + 1) for entry in pages[page]]
             size = self.page_size
             new = plan.stats
@@ -424,8 +473,8 @@ class DynamoDBIndex(NetWriteIndex):
             plan.changed = True
             try:
                 self._transact(plan.actions())
-            except ClientError:
-                backoff(attempt)
+            except LostRace:
+                RACE.sleep(attempt)
                 continue
             return not new.marked
         return False
@@ -485,7 +534,7 @@ class DynamoDBIndex(NetWriteIndex):
             truth = list(expected)[::-1]
             pages = self._get_pages(group, stats.generation, range(stats.pages))
             if self._stats(group).version != stats.version:
-                backoff(attempt)
+                RACE.sleep(attempt)
                 continue
             problems = []
             for page in range(stats.pages):
@@ -502,29 +551,20 @@ class DynamoDBIndex(NetWriteIndex):
             if stats.count != len(truth):
                 problems.append(f"the page items hold {stats.count} entries, the table has {len(truth)}")
             return problems
-        raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
+        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     # --- reads ----------------------------------------------------------------------------------
     def count(self, group: str) -> int:
         return self._stats(group).count
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
-        """One TransactGetItems per 100 groups: the counts of one batch's groups are read together."""
+        """The stats items by BatchGetItem, eventually consistent (half a read unit per 4 KB, and no
+        cancellation by a write in flight, as TransactGetItems has): counts a page shows beside
+        others may be a moment old."""
         groups = list(groups)
-        counts = {}
-        for part in chunked(groups, 100):
-            try:
-                response = self.client.transact_get_items(
-                    TransactItems=[{"Get": {"TableName": self.table, "Key": self._key(group, STATS)}} for group in part])
-            except ClientError as exc:
-                if exc.response["Error"]["Code"] == "ResourceNotFoundException":
-                    return {group: 0 for group in groups}
-                raise IndexUnavailable(f"read counts from {self.table}: {exc}") from exc
-            except BotoCoreError as exc:
-                raise IndexUnavailable(f"read counts from {self.table}: {exc}") from exc
-            for group, answer in zip(part, response["Responses"]):
-                counts[group] = Stats(answer.get("Item"), self.page_size).count
-        return counts
+        found = self._batch_get([self._key(group, STATS) for group in groups], consistent=False)
+        counts = {item["g"]["S"]: Stats(item, self.page_size).count for item in found}
+        return {group: counts.get(group, 0) for group in groups}
 
     def at(self, group: str, rank: int) -> Entry | None:
         entries = self.range(group, rank, rank + 1) if rank >= 0 else []
@@ -544,12 +584,12 @@ class DynamoDBIndex(NetWriteIndex):
             numbers = range(stats.locate(low), stats.locate(high) + 1)
             pages = self._get_pages(group, stats.generation, numbers)
             if self._stats(group).version != stats.version:
-                backoff(attempt)
+                RACE.sleep(attempt)
                 continue
             oldest_first = [entry for page in numbers for entry in pages[page]]
             first = stats.start(numbers[0])
             return oldest_first[low - first:high - first + 1][::-1]
-        raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
+        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         """Binary search over the positions, one page item read per step (cached), then the stats
@@ -566,25 +606,18 @@ class DynamoDBIndex(NetWriteIndex):
                     else:
                         low = middle + 1
             except IndexError:  # a page item changed under the reads: read again
-                backoff(attempt)
+                RACE.sleep(attempt)
                 continue
             if not count or self._stats(group).version == view.stats.version:
                 return count - low
-            backoff(attempt)
-        raise IndexUnavailable(f"read {group} from {self.table}: kept changing under the read")
+            RACE.sleep(attempt)
+        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     def groups(self) -> list[str]:
-        found, start = [], None
-        while True:
-            kwargs = dict(TableName=self.table, FilterExpression="p = :s AND attribute_exists(c)",
-                          ExpressionAttributeValues={":s": {"S": STATS}}, ConsistentRead=True)
-            if start:
-                kwargs["ExclusiveStartKey"] = start
-            response = self._call("scan", **kwargs)
-            found.extend(item["g"]["S"] for item in response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                return sorted(found)
+        items = self._paged_items("scan", self.writer, dict(
+            TableName=self.table, FilterExpression="p = :s AND attribute_exists(c)",
+            ExpressionAttributeValues={":s": {"S": STATS}}, ConsistentRead=True))
+        return sorted(item["g"]["S"] for item in items)
 
     def clear(self) -> None:
         for group in self.groups():
@@ -592,6 +625,7 @@ class DynamoDBIndex(NetWriteIndex):
 
     def close(self) -> None:
         self.client.close()
+        self.writer.close()
 
 
 def net_change(removals: Sequence[Removal], adds: Sequence[Entry]) -> Callable[[list[Entry]], list[Entry]]:
@@ -613,8 +647,9 @@ class Plan:
     number), the member items read or changed. Reads are consistent; the writes go in one
     transaction conditioned on the stats version read."""
 
-    def __init__(self, index: DynamoDBIndex, group: str, stats: Stats):
+    def __init__(self, index: DynamoDBIndex, group: str, stats: Stats, client=None):
         self.index = index
+        self.client = client or index.client  # the writer's when planning a write, else the reader's
         self.group = group
         self.read = stats
         self.stats = stats.copy()
@@ -631,17 +666,12 @@ class Plan:
             self.members.setdefault(member, None)
         if not self.read.exists:
             return
-        for part in chunked(keys, 100):
-            pending = list(part)
-            while pending:
-                response = self.index._call("batch_get_item", RequestItems={self.index.table: {"Keys": pending, "ConsistentRead": True}})
-                for item in response.get("Responses", {}).get(self.index.table, []):
-                    self.members[item["p"]["S"].split(":", 1)[1]] = item["k"]["S"]
-                pending = response.get("UnprocessedKeys", {}).get(self.index.table, {}).get("Keys", [])
+        for item in self.index._batch_get(keys, self.client):
+            self.members[item["p"]["S"].split(":", 1)[1]] = item["k"]["S"]
 
     def page(self, number: int) -> list[Entry]:
         if number not in self.pages:
-            item = self.index._call("get_item", TableName=self.index.table, ConsistentRead=True,
+            item = self.index._call("get_item", self.client, TableName=self.index.table, ConsistentRead=True,
                                     Key=self.index._key(self.group, page_key(self.read.generation, number))).get("Item")
             self.pages[number] = self.index._page_entries(item)
         return self.pages[number] or []

@@ -25,7 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, RedisError
 
-from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked
+from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
 from pagination_index.sortkeys import micros_sort_key, sort_key_micros
 
 # Integers up to 2**53 are exact in the double Redis keeps as the score.
@@ -55,7 +55,8 @@ return removed
 # the temporary key's expiry over, so PERSIST drops it.
 SWAP_IN = "redis.call('UNLINK', KEYS[2]) redis.call('RENAME', KEYS[1], KEYS[2]) return redis.call('PERSIST', KEYS[2])"
 
-# What a lost node, a cluster without a slot's owner or a refused connection raise: all an IndexUnavailable.
+# What a lost node, a cluster without a slot's owner or a refused connection raise: all an
+# IndexUnavailable, through the funnel on every public method (BaseIndex.unavailable_errors).
 FAILURES = (RedisError, RedisClusterException)
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # django-redis connection options that mean the same to a cluster client.
@@ -134,6 +135,9 @@ class RedisIndex(NetWriteIndex):
     django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS,
     PASSWORD, ...), which a cluster client takes too."""
 
+    unavailable_errors = FAILURES
+    error_label = "redis index"
+
     def __init__(self, options=None):
         super().__init__(options)
         self.prefix = self.options.get("KEY_PREFIX", "pidx:")
@@ -154,10 +158,7 @@ class RedisIndex(NetWriteIndex):
     @property
     def client(self):
         if self._client is None:
-            try:
-                self._client = connect(self.options)
-            except FAILURES as exc:  # a cluster client asks a node for the slot map at once
-                raise IndexUnavailable(f"redis index: {exc}") from exc
+            self._client = connect(self.options)  # a cluster client asks a node for the slot map at once
         return self._client
 
     def key(self, group: str) -> str:
@@ -184,14 +185,11 @@ class RedisIndex(NetWriteIndex):
         scored = {group: {member: sort_key_score(sort_key) for member, sort_key in entries}
                   for group, entries in adds.items() if entries}
         removes = {group: removals for group, removals in removes.items() if removals}
-        try:
-            for batch in self._by_slot(set(scored) | set(removes)):
-                with self.client.pipeline(transaction=True) as pipe:
-                    for group in batch:
-                        self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
-                    pipe.execute()
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        for batch in self._by_slot(set(scored) | set(removes)):
+            with self.client.pipeline(transaction=True) as pipe:
+                for group in batch:
+                    self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
+                pipe.execute()
 
     def _queue_writes(self, pipe, group: str, removals: list[Removal], mapping: dict[str, int]) -> None:
         key = self.key(group)
@@ -205,28 +203,30 @@ class RedisIndex(NetWriteIndex):
         for chunk in chunked(list(mapping.items()), CHUNK):
             pipe.zadd(key, dict(chunk))
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        """Build the new set under a temporary key in the group's slot, then swap it in with RENAME
-        in one script (atomic like MULTI/EXEC; a cluster pipeline refuses RENAME)."""
-        scored = {member: sort_key_score(sort_key) for member, sort_key in entries}
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Build the new set under a temporary key in the group's slot, a chunk of the entries at a
+        time (ZADD keeps a repeated member's last score), then swap it in with RENAME in one script
+        (atomic like MULTI/EXEC; a cluster pipeline refuses RENAME)."""
         key = self.key(group)
         temp = f"{self.prefix}tmp:{key[len(self.prefix):]}:{uuid.uuid4().hex}"
         try:
-            if not scored:
-                self.client.unlink(key)
-                return
+            written = False
             with self.client.pipeline(transaction=False) as pipe:
-                for number, chunk in enumerate(chunked(list(scored.items()), CHUNK), start=1):
-                    pipe.zadd(temp, dict(chunk))
+                for number, chunk in enumerate(batched(entries, CHUNK), start=1):
+                    pipe.zadd(temp, {member: sort_key_score(sort_key) for member, sort_key in chunk})
                     if number == 1:
                         pipe.expire(temp, TEMP_KEY_SECONDS)
                     if number % COMMANDS_PER_ROUND_TRIP == 0:
                         pipe.execute()
+                    written = True
                 pipe.execute()
+            if not written:
+                self.client.unlink(key)
+                return
             self.client.eval(SWAP_IN, 2, temp, key)
-        except FAILURES as exc:
+        except FAILURES:
             self._discard(temp)
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+            raise
 
     def _discard(self, temp: str) -> None:
         try:
@@ -240,22 +240,16 @@ class RedisIndex(NetWriteIndex):
 
     def clear(self) -> None:
         """Delete every key under this index's prefix, and nothing else."""
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                for number, key in enumerate(self._scan("*"), start=1):
-                    pipe.unlink(key)  # one key a command: a cluster routes each to its node
-                    if number % 1000 == 0:
-                        pipe.execute()
-                pipe.execute()
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        with self.client.pipeline(transaction=False) as pipe:
+            for number, key in enumerate(self._scan("*"), start=1):
+                pipe.unlink(key)  # one key a command: a cluster routes each to its node
+                if number % 1000 == 0:
+                    pipe.execute()
+            pipe.execute()
 
     # --- reads --------------------------------------------------------------------------------
     def count(self, group: str) -> int:
-        try:
-            return self.client.zcard(self.key(group))
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        return self.client.zcard(self.key(group))
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
         """One round trip (one per node on a cluster). On one Redis the ZCARDs run inside MULTI/EXEC,
@@ -263,13 +257,10 @@ class RedisIndex(NetWriteIndex):
         groups = list(groups)
         if not groups:
             return {}
-        try:
-            with self.client.pipeline(transaction=not self.cluster) as pipe:
-                for group in groups:
-                    pipe.zcard(self.key(group))
-                return dict(zip(groups, pipe.execute()))
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        with self.client.pipeline(transaction=not self.cluster) as pipe:
+            for group in groups:
+                pipe.zcard(self.key(group))
+            return dict(zip(groups, pipe.execute()))
 
     def at(self, group: str, rank: int) -> Entry | None:
         found = self.range(group, rank, rank + 1)
@@ -279,10 +270,7 @@ class RedisIndex(NetWriteIndex):
         start = max(start, 0)
         if stop <= start:
             return []  # and never a negative index, which Redis counts from the end
-        try:
-            found = self.client.zrevrange(self.key(group), start, stop - 1, withscores=True)
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        found = self.client.zrevrange(self.key(group), start, stop - 1, withscores=True)
         return [(_text(member), micros_sort_key(score)) for member, score in found]
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
@@ -296,25 +284,22 @@ class RedisIndex(NetWriteIndex):
         score = sort_key_score(sort_key)
         wanted = None if member is None else _bytes(member)
         counts = {}
-        try:
-            for batch in self._by_slot(groups):
-                with self.client.pipeline(transaction=True) as pipe:
-                    for group in batch:
-                        pipe.zcount(self.key(group), f"({score}", "+inf")
-                        if wanted is not None:
-                            pipe.zrevrangebyscore(self.key(group), score, score, start=0, num=TIE_FETCH + 1)
-                    replies = iter(pipe.execute())
+        for batch in self._by_slot(groups):
+            with self.client.pipeline(transaction=True) as pipe:
                 for group in batch:
-                    newer = next(replies)
+                    pipe.zcount(self.key(group), f"({score}", "+inf")
                     if wanted is not None:
-                        run = [_bytes(name) for name in next(replies)]
-                        if len(run) <= TIE_FETCH:
-                            newer += sum(1 for name in run if name > wanted)
-                        else:
-                            newer += self._greater_in_run(group, newer, score, wanted)
-                    counts[group] = newer
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+                        pipe.zrevrangebyscore(self.key(group), score, score, start=0, num=TIE_FETCH + 1)
+                replies = iter(pipe.execute())
+            for group in batch:
+                newer = next(replies)
+                if wanted is not None:
+                    run = [_bytes(name) for name in next(replies)]
+                    if len(run) <= TIE_FETCH:
+                        newer += sum(1 for name in run if name > wanted)
+                    else:
+                        newer += self._greater_in_run(group, newer, score, wanted)
+                counts[group] = newer
         return counts
 
     def _greater_in_run(self, group: str, first: int, score: int, wanted: bytes) -> int:
@@ -329,13 +314,14 @@ class RedisIndex(NetWriteIndex):
                 high = middle
         return low
 
+    def is_empty(self) -> bool:
+        """The first group key a SCAN meets answers it: no listing of every key."""
+        return next(iter(self._scan("{*")), None) is None
+
     def groups(self) -> list[str]:
         """Every non-empty group: a SCAN of every primary for group keys (Redis deletes a sorted set
         when it empties). O(keys in the database): for rebuilds, verification and operators."""
-        try:
-            names = {group_of_key(_text(key), self.prefix) for key in self._scan("{*")}
-        except FAILURES as exc:
-            raise IndexUnavailable(f"redis index: {exc}") from exc
+        names = {group_of_key(_text(key), self.prefix) for key in self._scan("{*")}
         return sorted(names)
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, router, transaction
 from django.db.models import Count, F, Q
 
-from pagination_index.backends.base import Entry, IndexUnavailable, NetWriteIndex, Removal, chunked
+from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
 from pagination_index.backends.blocks import MIN, BlockTree, Key, json_rows
 from pagination_index.models import IndexBlock, IndexEntry, IndexGroup
 
@@ -39,6 +39,9 @@ def _split_removals(removals: list[Removal]) -> tuple[list[str], list[tuple[str,
 
 
 class PlainRelationalIndex(NetWriteIndex):
+    unavailable_errors = (DatabaseError,)
+    error_label = "relational index"
+
     def __init__(self, options=None):
         super().__init__(options)
         self.using = self.options.get("DATABASE") or router.db_for_write(IndexEntry)
@@ -51,12 +54,9 @@ class PlainRelationalIndex(NetWriteIndex):
     # --- writes -------------------------------------------------------------------------------
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Upsert and delete across groups in one transaction, keeping the group counts exact."""
-        try:
-            with transaction.atomic(using=self.using):
-                for group in sorted(set(adds) | set(removes)):  # a fixed lock order: no deadlocks
-                    self._apply_group(group, adds.get(group, []), removes.get(group, []))
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        with transaction.atomic(using=self.using):
+            for group in sorted(set(adds) | set(removes)):  # a fixed lock order: no deadlocks
+                self._apply_group(group, adds.get(group, []), removes.get(group, []))
 
     def _apply_group(self, group: str, entries: list[Entry], removals: list[Removal]) -> None:
         self._lock_group(group)
@@ -159,15 +159,36 @@ class PlainRelationalIndex(NetWriteIndex):
         )
         return moved + fresh
 
-    def _copy_entries(self, group: str, wanted: dict[str, str]) -> None:
-        """Load a group's entries with COPY: no statement, plan or model instance per entry."""
+    def _copy_entries(self, group: str, entries: Iterable[Entry]) -> int:
+        """Load a group's entries with COPY (no statement, plan or model instance per entry) into a
+        scratch table, then insert the last sort key of each member from it; returns the count.
+        The entries stream through: memory does not grow with the group."""
         connection = connections[self.using]
         quote = connection.ops.quote_name
         with connection.cursor() as cursor:
-            with cursor.cursor.copy(f"COPY {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
-                                    " FROM STDIN") as copy:
-                for member, sort_key in wanted.items():
-                    copy.write_row((group, member, sort_key))
+            cursor.execute("CREATE TEMPORARY TABLE IF NOT EXISTS pagination_index_replace"
+                           " (seq bigserial, member text, sort_key text) ON COMMIT DROP")
+            cursor.execute("TRUNCATE pagination_index_replace")
+            with cursor.cursor.copy("COPY pagination_index_replace (member, sort_key) FROM STDIN") as copy:
+                for member, sort_key in entries:
+                    copy.write_row((member, sort_key))
+            cursor.execute(
+                f"INSERT INTO {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
+                " SELECT DISTINCT ON (member) %s, member, sort_key FROM pagination_index_replace"
+                " ORDER BY member, seq DESC",
+                [group],
+            )
+            return cursor.rowcount
+
+    def _insert_entries(self, group: str, entries: Iterable[Entry]) -> int:
+        """Insert a group's entries a chunk at a time, a repeated member keeping its last sort key."""
+        rows = IndexEntry.objects.using(self.using)
+        for chunk in batched(entries, 2000):
+            rows.bulk_create(
+                (IndexEntry(group=group, member=m, sort_key=s) for m, s in dict(chunk).items()),
+                update_conflicts=True, unique_fields=["group", "member"], update_fields=["sort_key"],
+            )
+        return rows.filter(group=group).count()
 
     def _upsert(self, group: str, entries: list[Entry]) -> list[Change]:
         """Insert new members, move changed ones; return the changes of keys this made."""
@@ -192,22 +213,12 @@ class PlainRelationalIndex(NetWriteIndex):
             changes += [((sort_key, member), 1) for member, sort_key in fresh]
         return changes
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        wanted = dict(entries)
-        try:
-            with transaction.atomic(using=self.using):
-                group_id, _, levels = self._lock_group(group)
-                IndexEntry.objects.using(self.using).filter(group=group).delete()
-                if self._set_based:
-                    self._copy_entries(group, wanted)
-                else:
-                    for chunk in chunked(list(wanted.items()), 2000):
-                        IndexEntry.objects.using(self.using).bulk_create(
-                            IndexEntry(group=group, member=m, sort_key=s) for m, s in chunk
-                        )
-                self._replaced(group, group_id, len(wanted), levels)
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        with transaction.atomic(using=self.using):
+            group_id, _, levels = self._lock_group(group)
+            IndexEntry.objects.using(self.using).filter(group=group).delete()
+            insert = self._copy_entries if self._set_based else self._insert_entries
+            self._replaced(group, group_id, insert(group, entries), levels)
 
     def _replaced(self, group: str, group_id: int, count: int, levels: int) -> None:
         """Bring the group's row in step with entries just swapped in (the lock is held)."""
@@ -232,12 +243,9 @@ class PlainRelationalIndex(NetWriteIndex):
 
     def count_many(self, groups: Iterable[str]) -> dict[str, int]:
         groups = list(groups)
-        try:
-            counts = {}
-            for chunk in chunked(groups, CHUNK):
-                counts.update(IndexGroup.objects.using(self.using).filter(name__in=chunk).values_list("name", "count"))
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        counts = {}
+        for chunk in chunked(groups, CHUNK):
+            counts.update(IndexGroup.objects.using(self.using).filter(name__in=chunk).values_list("name", "count"))
         return {group: counts.get(group, 0) for group in groups}
 
     def at(self, group: str, rank: int) -> Entry | None:
@@ -250,10 +258,7 @@ class PlainRelationalIndex(NetWriteIndex):
         start = max(start, 0)
         if stop <= start:
             return []
-        try:
-            return list(self._ordered(group)[start:stop])
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        return list(self._ordered(group)[start:stop])
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         return self.count_newer_many([group], sort_key, member)[group]
@@ -265,17 +270,17 @@ class PlainRelationalIndex(NetWriteIndex):
         newer = Q(sort_key__gt=sort_key)
         if member is not None:
             newer |= Q(sort_key=sort_key, member__gt=member)
-        try:
-            counts = dict(
-                IndexEntry.objects.using(self.using).filter(newer, group__in=groups)
-                .values("group").annotate(newer=Count("pk")).values_list("group", "newer")
-            )
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        counts = dict(
+            IndexEntry.objects.using(self.using).filter(newer, group__in=groups)
+            .values("group").annotate(newer=Count("pk")).values_list("group", "newer")
+        )
         return {group: counts.get(group, 0) for group in groups}
 
     def groups(self) -> list[str]:
         return list(IndexGroup.objects.using(self.using).filter(count__gt=0).order_by("name").values_list("name", flat=True))
+
+    def is_empty(self) -> bool:
+        return not IndexGroup.objects.using(self.using).filter(count__gt=0).exists()
 
 
 class _Written:
@@ -328,11 +333,8 @@ class RelationalIndex(PlainRelationalIndex):
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         if not self._set_based:
             return super().apply_net(adds, removes)
-        try:
-            with transaction.atomic(using=self.using):
-                self._apply_across(adds, removes)
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        with transaction.atomic(using=self.using):
+            self._apply_across(adds, removes)
 
     def _apply_across(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """PostgreSQL: a batch's writes to all its groups in a fixed number of statements: lock the
@@ -507,25 +509,19 @@ class RelationalIndex(PlainRelationalIndex):
 
     def repair_group(self, group: str) -> None:
         """Rebuild a group's blocks from its entries and recount it (repairs what check_integrity finds)."""
-        try:
-            with transaction.atomic(using=self.using):
-                group_id, _, levels = self._lock_group(group)
-                count = IndexEntry.objects.using(self.using).filter(group=group).count()
-                self._replaced(group, group_id, count, levels)
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        with transaction.atomic(using=self.using):
+            group_id, _, levels = self._lock_group(group)
+            count = IndexEntry.objects.using(self.using).filter(group=group).count()
+            self._replaced(group, group_id, count, levels)
 
     # --- reads --------------------------------------------------------------------------------
     def count(self, group: str) -> int:
         """One plain statement: pages ask for it on every request."""
         connection = connections[self.using]
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(f"SELECT count FROM {connection.ops.quote_name(IndexGroup._meta.db_table)}"
-                               f" WHERE name = %s", [group])
-                found = cursor.fetchone()
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count FROM {connection.ops.quote_name(IndexGroup._meta.db_table)}"
+                           f" WHERE name = %s", [group])
+            found = cursor.fetchone()
         return found[0] if found else 0
 
     def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]] | None]:
@@ -567,17 +563,14 @@ class RelationalIndex(PlainRelationalIndex):
         start = max(start, 0)
         if stop <= start:
             return []
-        try:
-            for _ in range(self.optimistic_reads):
-                state, top = self._state(group)
-                entries, version = self._read(group, state, top, start, stop)
-                if version is None or version == state.version:  # None: one statement read it all
-                    return entries
-            with transaction.atomic(using=self.using):
-                state, top = self._state(group, lock=True)
-                return self._read(group, state, top, start, stop)[0]
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        for _ in range(self.optimistic_reads):
+            state, top = self._state(group)
+            entries, version = self._read(group, state, top, start, stop)
+            if version is None or version == state.version:  # None: one statement read it all
+                return entries
+        with transaction.atomic(using=self.using):
+            state, top = self._state(group, lock=True)
+            return self._read(group, state, top, start, stop)[0]
 
     def _read(self, group, state, top, start, stop) -> tuple[list[Entry], int | None]:
         """Entries start..stop-1 and the group's version at the last statement (None: nothing
@@ -604,29 +597,23 @@ class RelationalIndex(PlainRelationalIndex):
         return {group: self._count_newer(group, sort_key, member) for group in groups}
 
     def _count_newer(self, group: str, sort_key: str, member: str | None) -> int:
-        try:
-            for attempt in range(self.optimistic_reads + 1):
-                locked = attempt == self.optimistic_reads
-                with transaction.atomic(using=self.using) if locked else nullcontext():
-                    state, _ = self._state(group, lock=locked)
-                    if state is None or not state.count:
-                        return 0
-                    if not state.levels:  # filled before the blocks existed
-                        return super().count_newer_many([group], sort_key, member)[group]
-                    count, version = self._tree(group, state.id, state.levels).count_newer(sort_key, member)
-                    if locked or version == state.version:
-                        return count
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        for attempt in range(self.optimistic_reads + 1):
+            locked = attempt == self.optimistic_reads
+            with transaction.atomic(using=self.using) if locked else nullcontext():
+                state, _ = self._state(group, lock=locked)
+                if state is None or not state.count:
+                    return 0
+                if not state.levels:  # filled before the blocks existed
+                    return super().count_newer_many([group], sort_key, member)[group]
+                count, version = self._tree(group, state.id, state.levels).count_newer(sort_key, member)
+                if locked or version == state.version:
+                    return count
 
     def check_integrity(self, group: str) -> list[str]:
         """What is wrong with a group's blocks and count, compared with its entries ([] if
         nothing). Reads under the group's lock, so it sees one state."""
-        try:
-            with transaction.atomic(using=self.using):
-                state, _ = self._state(group, lock=True)
-                if state is None:
-                    return []
-                return self._tree(group, state.id, state.levels).check(state.count)
-        except DatabaseError as exc:
-            raise IndexUnavailable(f"relational index: {exc}") from exc
+        with transaction.atomic(using=self.using):
+            state, _ = self._state(group, lock=True)
+            if state is None:
+                return []
+            return self._tree(group, state.id, state.levels).check(state.count)

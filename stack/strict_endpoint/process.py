@@ -153,6 +153,13 @@ class StrictEndpoint:
         """`principal`'s IAM identity policies from now on (a principal with none may do anything)."""
         self.admin("PUT", f"/principals/{principal}", {"policies": policies})
 
+    def configure_hook(self, name: str, **options) -> dict:
+        """Change the options of the `streams` or `gsi_view` hook while it runs (PATCH /hooks/<name>)."""
+        return self.admin("PATCH", f"/hooks/{name}", options)
+
+    def hook_status(self, name: str) -> dict:
+        return self.admin("GET", f"/hooks/{name}")
+
     def meter(self) -> dict:
         """Read and write units: total, by_operation, by_resource (table or table/index/name), by_key_id,
         by_request_id (X-Shop-Request-Id)."""

@@ -239,10 +239,34 @@ class StrictEndpointServer:
             ("PUT", "/faults", self.admin_set_faults),
             ("PUT", "/principals/{name}", self.admin_set_principal),
             ("DELETE", "/principals/{name}", self.admin_remove_principal),
+            ("GET", "/hooks/{name}", self.admin_hook_status),
+            ("PATCH", "/hooks/{name}", self.admin_configure_hook),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
         return app
+
+    def _hook(self, request):
+        """The streams or gsi_view hook named in the path (404 when not configured)."""
+        name = request.match_info["name"].replace("-", "_")
+        hook = {"streams": self.streams, "gsi_view": self.gsi_view}.get(name)
+        if hook is None:
+            raise web.HTTPNotFound(text=f"no {name} hook is configured")
+        return hook
+
+    async def admin_hook_status(self, request):
+        hook = self._hook(request)
+        return web.json_response(hook.status() if hasattr(hook, "status") else {})
+
+    async def admin_configure_hook(self, request):
+        """Body: options the hook's configure() takes (e.g. {"shards": 8} for the emulated stream)."""
+        hook = self._hook(request)
+        if not hasattr(hook, "configure"):
+            raise web.HTTPBadRequest(text="this hook takes no options while running")
+        try:
+            return web.json_response(hook.configure(await _json(request)))
+        except (ValueError, TypeError) as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
 
     async def admin_health(self, request):
         return web.json_response({"ok": True})

@@ -10,10 +10,10 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 
-from comments import cursors, windows
+from comments import cursors
 from comments.selectors import product_comment_cursor_page, product_comment_page, product_comment_slice
 from comments.union import Position
-from comments.windows import FastWindow, _fast_cache_key, forget_fast_window
+from comments.page_cache import FastWindow, PageCache, cache_key, page_cache, product_caches_forget
 from tests import factories
 from tests.pages import parse, walk
 
@@ -251,19 +251,18 @@ def test_rating_statistics_come_from_the_group_counts(client, filter_product, fi
 
 def test_filtered_fast_pages_share_the_per_rating_windows(filter_product, filter_comments, settings):
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
-    cache.delete_many([_fast_cache_key(f"{SKU}/{r}") for r in range(1, 6)])
+    product_caches_forget(SKU)
     page = product_comment_page(sku=SKU, number=3, ratings=(1, 2))
     assert page.served_by == "fast"
     assert [c.pk for c in page.object_list] == matching(filter_comments, (1, 2))[40:60]
-    cached = cache.get(_fast_cache_key(f"{SKU}/2"))
-    assert cached is not None and cache.get(_fast_cache_key(f"{SKU}/5")) is None
+    cached = cache.get(cache_key("fast", f"{SKU}/2"))[1]
+    assert cached is not None and cache.get(cache_key("fast", f"{SKU}/5")) is None
     # Another filter with rating 2 reads the same window: poison it and see the poison served.
-    cache.set(_fast_cache_key(f"{SKU}/2"), FastWindow(cached.comments[:1], True), 60)
-    windows._local_windows.clear()  # this process's memo of the windows: read Django's cache again
+    PageCache.put_window(cache_key("fast", f"{SKU}/2"), FastWindow(cached.comments[:1], True))
     page = product_comment_page(sku=SKU, number=1, ratings=(2,))
     assert [c.pk for c in page.object_list] == [cached.comments[0].pk]
-    forget_fast_window(SKU)
-    assert cache.get(_fast_cache_key(f"{SKU}/2")) is None
+    product_caches_forget(SKU)
+    assert cache.get(cache_key("fast", f"{SKU}/2")) is None
     assert product_comment_page(sku=SKU, number=11, ratings=(1, 2)).served_by == "index"
 
 
@@ -297,13 +296,13 @@ def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, f
 def test_counts_and_newest_entries_are_as_fresh_as_the_fast_windows(filter_product, filter_comments, settings):
     """Pages 1..FAST_PAGES, the rating bars and one group's deeper pages reuse the group's count (and
     a deeper page its newest entry, which dates it) for COMMENTS_FAST_CACHE_SECONDS; a post
-    (forget_fast_window) or 0 seconds reads the index again; a union's deeper pages always do."""
+    (product_caches_forget) or 0 seconds reads the index again; a union's deeper pages always do."""
     from pagination_index import index
 
     groups, union = [SKU, f"{SKU}/5"], [f"{SKU}/4", f"{SKU}/5"]
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
-    forget_fast_window(SKU)
-    first = windows.recent_counts(groups)
+    product_caches_forget(SKU)
+    first = page_cache.counts(groups)
     assert first == index.count_many(groups)
     deep = product_comment_page(sku=SKU, number=11)
     assert (deep.served_by, deep.paginator.count) == ("index", first[SKU])
@@ -311,33 +310,21 @@ def test_counts_and_newest_entries_are_as_fresh_as_the_fast_windows(filter_produ
     index.add_many(SKU, [extra])
     index.add_many(f"{SKU}/5", [extra])
     try:
-        assert windows.recent_counts(groups) == first  # remembered
+        assert page_cache.counts(groups) == first  # remembered
         again = product_comment_page(sku=SKU, number=11)
         assert (again.paginator.count, again.newest_sk) == (first[SKU], deep.newest_sk)  # remembered
         assert again.object_list[0].pk != deep.object_list[0].pk  # its comments are read afresh: shifted by one
         both = product_comment_page(sku=SKU, number=11, ratings=(4, 5))  # a union: fresh
         assert (both.paginator.count, both.newest_sk) == (sum(index.count_many(union).values()), extra[1])
-        forget_fast_window(SKU)
-        assert windows.recent_counts(groups) == {SKU: first[SKU] + 1, f"{SKU}/5": first[f"{SKU}/5"] + 1}
+        product_caches_forget(SKU)
+        assert page_cache.counts(groups) == {SKU: first[SKU] + 1, f"{SKU}/5": first[f"{SKU}/5"] + 1}
         again = product_comment_page(sku=SKU, number=11)
         assert (again.paginator.count, again.newest_sk) == (first[SKU] + 1, extra[1])
         settings.COMMENTS_FAST_CACHE_SECONDS = 0
         index.remove_many(SKU, [extra[0]])
-        assert windows.recent_counts(groups)[SKU] == first[SKU]
+        assert page_cache.counts(groups)[SKU] == first[SKU]
         assert product_comment_page(sku=SKU, number=11).newest_sk == deep.newest_sk
     finally:
         index.remove_many(SKU, [extra[0]])
         index.remove_many(f"{SKU}/5", [extra[0]])
-        forget_fast_window(SKU)
-
-
-def test_local_memo_expires_and_stays_bounded():
-    memo = windows.LocalMemo(limit=3)
-    memo.set_many({"a": 1, "b": 2}, expires=10.0)
-    assert memo.get_many(["a", "b", "c"], now=9.9) == {"a": 1, "b": 2}
-    assert memo.get_many(["a", "b"], now=10.0) == {}
-    memo.set_many({"c": 3, "d": 4}, expires=20.0)  # 4 keys > limit 3: the old ones go
-    assert memo.get_many(["a", "b", "c", "d"], now=0.0) == {"c": 3, "d": 4}
-    memo.pop("c")
-    memo.pop("missing")
-    assert memo.get_many(["c", "d"], now=0.0) == {"d": 4}
+        product_caches_forget(SKU)

@@ -11,7 +11,7 @@ from comments.forms import BODY_MAX
 from comments.store import comment_from_item, parse_sk
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
-from comments.windows import _fast_cache_key
+from comments.page_cache import PageCache, cache_key
 from stack.dynamodb_local import free_port
 from tests import factories
 
@@ -92,17 +92,17 @@ def test_new_comment_is_first_even_when_the_window_is_stale(client, product, set
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
     older = factories.seed(SKU, 30, seed=2)
     client.get(URL)
-    stale = cache.get(_fast_cache_key(SKU))
+    stale = cache.get(cache_key("fast", SKU))[1]
     assert [c.pk for c in stale.comments] == [c.pk for c in older]
 
     assert client.post(POST_URL, VALID).status_code == 303
-    cache.set(_fast_cache_key(SKU), stale, 60)
+    PageCache.put_window(cache_key("fast", SKU), stale)
     [new] = [c for c in stored() if c.pk not in {o.pk for o in older}]
 
     html = client.get(URL).content.decode()
     assert comment_ids(html)[:3] == [new.pk, older[0].pk, older[1].pk]
     assert "page 1 of 2" in html and "(31)" in html
-    assert cache.get(_fast_cache_key(SKU)).comments == stale.comments  # it really was served stale
+    assert cache.get(cache_key("fast", SKU))[1].comments == stale.comments  # it really was served stale
     # Someone else still sees the stale window: the comment came from this visitor's pin.
     assert new.pk not in comment_ids(Client().get(URL).content.decode())
     # Page 2 of the poster's view is shifted by the pinned comment, so nothing is shown twice.

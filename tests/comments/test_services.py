@@ -7,7 +7,7 @@ from comments import services, store
 from comments.services import comment_create
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
-from comments.windows import fast_windows
+from comments.page_cache import page_cache
 
 
 def items():
@@ -26,9 +26,9 @@ def test_comment_create_puts_one_item(comments_table):
 
 def test_comment_create_drops_the_cached_window(comments_table, settings):
     settings.COMMENTS_FAST_CACHE_SECONDS = 60
-    assert fast_windows(["SVC-2"])[0].comments == []
+    assert page_cache.windows(["SVC-2"])[0].comments == []
     comment = comment_create(sku="SVC-2", author="Ann", rating=3, body="Fine")
-    assert [c.pk for c in fast_windows(["SVC-2"])[0].comments] == [comment.pk]
+    assert [c.pk for c in page_cache.windows(["SVC-2"])[0].comments] == [comment.pk]
 
 
 @pytest.mark.parametrize("rating", [0, 6, "5"])

@@ -52,7 +52,7 @@ def label(path, url):
 
 
 @pytest.mark.parametrize("numbering", ["newest", "stable"])
-def test_pages_changed_by_posts_and_a_delete(comments_table, index_backend, numbering, settings):
+def test_pages_changed_by_posts_and_a_delete(comments_table, index_backend, numbering, settings, cold_reads):
     """299 comments (15 pages of 20), then three posts through the form (300, 301, 302: across a
     page boundary) and a delete in the middle (on archive page 8 of stable numbering)."""
     settings.COMMENTS_PAGE_NUMBERING = numbering

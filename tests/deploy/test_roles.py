@@ -53,7 +53,9 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
                 page = browser.get(f"/products/{SKU}/?page=12").content.decode()
                 assert f'id="comment-{comments[221].pk}"' in page
                 denied(lambda: dynamodb().scan(TableName=table, Limit=1))
-                denied(lambda: dynamodb().delete_item(TableName=table, Key={"PK": {"S": "x"}, "SK": {"S": "y"}}))
+                denied(lambda: dynamodb().batch_write_item(RequestItems={table: [
+                    {"PutRequest": {"Item": {"PK": {"S": "x"}, "SK": {"S": "y"}}}}]}))
+                denied(lambda: dynamodb().update_table(TableName=table, DeletionProtectionEnabled=False))
                 denied(lambda: dynamodb().query(TableName="another-table", KeyConditionExpression="PK = :p",
                                                 ExpressionAttributeValues={":p": {"S": "x"}}))
                 denied(lambda: dynamodbstreams().list_streams(TableName=table))

@@ -40,8 +40,11 @@ def test_staff_see_counts_drift_checkpoints_and_lag(admin_client, comments_table
     response = admin_client.get("/ops/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert row(html, "OPS-A") == ("44", "45", "1")
-    assert row(html, "OPS-B") == ("12", "12", "0")
+    assert row(html, "OPS-A") == ("", "45", "")  # index counts only: no Query per product
+    assert row(html, "OPS-B") == ("", "12", "")
+    assert 'href="/ops/?count=OPS-A"' in html
+    counted = admin_client.get("/ops/?count=OPS-A").content.decode()  # one product's exact count, on demand
+    assert row(counted, "OPS-A") == ("44", "45", "1") and row(counted, "OPS-B") == ("", "12", "")
     checkpoint = ShardCheckpoint.objects.get()
     assert checkpoint.sequence_number in html and checkpoint.shard_id in html
     assert LagSample.objects.exists()  # the first batch is sampled at once, and `--once` samples at the end
@@ -50,21 +53,24 @@ def test_staff_see_counts_drift_checkpoints_and_lag(admin_client, comments_table
     assert "database: ok" in html and "dynamodb: ok" in html
 
     call_command("sync_index", once=True, verbosity=0)
-    assert row(admin_client.get("/ops/").content.decode(), "OPS-A") == ("44", "44", "0")
+    assert row(admin_client.get("/ops/?count=OPS-A").content.decode(), "OPS-A") == ("44", "44", "0")
 
 
 @pytest.mark.django_db
 def test_ops_page_renders_when_dynamodb_is_down(admin_client, settings):
     factories.product("OPS-C")
     factories.product("OPS-D")
-    settings.OPS_MAX_PRODUCTS = 1
+    settings.OPS_PRODUCTS_PER_PAGE = 1
     settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL="http://127.0.0.1:9")
-    response = admin_client.get("/ops/")
+    response = admin_client.get("/ops/?count=OPS-C")
     assert response.status_code == 200
     html = response.content.decode()
     assert row(html, "OPS-C") == ("", "0", "")
     assert "DynamoDB: " in html and "dynamodb: failed" in html
-    assert row(html, "OPS-D") is None and "Showing the first 1 products" in html
+    assert row(html, "OPS-D") is None and "Page 1 of 2 (2 products)" in html
+    assert row(admin_client.get("/ops/?page=2").content.decode(), "OPS-D") == ("", "0", "")
+    assert admin_client.get("/ops/?page=3").status_code == 404
+    assert admin_client.get("/ops/?page=x").status_code == 404
 
 
 @pytest.mark.django_db

@@ -210,6 +210,26 @@ class IndexContract:
         assert index.range("g", 0, 10) == [("a", sk(3)), ("b", sk(2))]
         assert index.count("g") == 2
 
+    def test_replace_reads_a_stream_once_across_chunks(self, index):
+        """rebuild_index hands replace() a generator, newest first, longer than any backend's chunk;
+        a member repeated in a later chunk keeps its last sort key."""
+        read = []
+
+        def stream():
+            for n in range(4999, -1, -1):
+                read.append(n)
+                yield f"m{n:05d}", sk(n)
+            yield "m00000", sk(6000)
+
+        index.add_many("g", [("old", sk(1))])
+        index.replace("g", stream())
+        assert len(read) == 5000 and index.count("g") == 5000
+        assert index.at("g", 0) == ("m00000", sk(6000))
+        assert index.range("g", 4998, 5000) == [("m00002", sk(2)), ("m00001", sk(1))]
+        assert not index.is_empty()
+        index.replace("g", iter(()))
+        assert index.count("g") == 0 and index.is_empty()
+
     def test_groups_lists_the_non_empty_groups(self, index):
         index.add_many("g1", [("a", sk(1))])
         index.add_many("g2", [("a", sk(1)), ("b", sk(2))])

@@ -12,7 +12,7 @@ from pagination_index.backends.dynamodb import DynamoDBIndex
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.redis import RedisIndex, group_of_key, sort_key_score
 from pagination_index.backends.relational import RelationalIndex
-from tests.pagination_index.contract import IndexContract, sk
+from tests.pagination_index.contract import IndexContract, read_while_writing, sk
 
 
 class RelationalContract(IndexContract):
@@ -192,7 +192,8 @@ class Calls:
 
     def __init__(self, index):
         self.operations, self.written = [], []
-        index.client.meta.events.register("provide-client-params.dynamodb.*", self.note)
+        for client in (index.client, index.writer):  # reads fail fast, writes are patient: both count
+            client.meta.events.register("provide-client-params.dynamodb.*", self.note)
 
     def note(self, params, model, **_):
         self.operations.append(model.name)
@@ -401,6 +402,43 @@ class TestDynamoDBIndex(IndexContract):
         index = DynamoDBIndex({"ENDPOINT_URL": "http://127.0.0.1:9", "TABLE": "t", "CONNECT_TIMEOUT": 0.2, "MAX_ATTEMPTS": 1})
         with pytest.raises(IndexUnavailable):
             index.count("g")
+
+    def test_apply_is_atomic_for_a_concurrent_reader(self, index):
+        """Atomic where one transaction holds the batch: up to STEP_CHANGES changes per group and 100
+        items in all (the contract's 400 changes to one group are applied in steps: next test)."""
+        old = [Add("g", f"old{i}", sk(i)) for i in range(20)]
+        new = [Add("g", f"new{i}", sk(i)) for i in range(20)] + [Add("h", f"h{i}", sk(i)) for i in range(5)]
+        undo_old = [Remove("g", op.member) for op in old]
+        undo_new = [Remove(op.group, op.member) for op in new]
+        index.apply(old)
+
+        def writer():
+            for _ in range(3):
+                index.apply(undo_old + new)
+                index.apply(undo_new + old)
+
+        seen, counts = read_while_writing(index, writer, lambda: tuple(index.count_many(["g", "h"]).values()))
+        assert seen and seen <= {(20, frozenset({"old"})), (20, frozenset({"new"}))}
+        assert counts <= {(20, 0), (20, 5)}
+
+    def test_a_large_batch_is_applied_in_bounded_steps_not_a_rewrite(self, index):
+        """Issue 29: 250 appends and 40 removals to one group in one batch: transactions of at most 100
+        items, each of at most STEP_CHANGES changes, and no new generation (no whole-group rewrite)."""
+        model = {f"m{n:03d}": sk(n) for n in range(60)}
+        index.replace("g", list(model.items()))
+        generation = index._stats("g").generation
+        transactions = []
+        index.writer.meta.events.register(
+            "provide-client-params.dynamodb.TransactWriteItems",
+            lambda params, **_: transactions.append(len(params["TransactItems"])))
+        ops = [Add("g", f"n{n:03d}", sk(100 + n)) for n in range(250)] + [Remove("g", f"m{n:03d}") for n in range(40)]
+        index.apply(ops)
+        model.update({f"n{n:03d}": sk(100 + n) for n in range(250)})
+        for n in range(40):
+            del model[f"m{n:03d}"]
+        assert len(transactions) >= 4 and max(transactions) <= 100
+        assert index._stats("g").generation == generation
+        model_check(index, model)
 
 
 class TestFileIndex(IndexContract):

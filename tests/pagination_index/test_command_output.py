@@ -29,11 +29,11 @@ def test_rebuild_index_progress_on_stderr_and_quiet_at_v0(comments_table):
     assert run("rebuild_index", verbosity=0) == ("", "")
 
     out, err = run("rebuild_index", product=["OUT-1"])
-    assert "reading products: done, 100.0% 1/1" in err and "swapping groups: done" in err
+    assert "rebuilding (items): done, 45 (" in err
     assert out.startswith("rebuilt 6 groups (90 entries)")  # the product's group and its five rating groups
     assert "done" not in out and "rebuilt" not in err
     out, err = run("rebuild_index")
-    assert "scanning table: done" in err and "swapping groups: done" in err
+    assert "rebuilding (items): done, 100.0% 45/45" in err
     assert out.count("\n") == 1 and out.startswith("rebuilt 6 groups")
 
 
@@ -57,7 +57,7 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
 
     assert run("verify_index", verbosity=0, recheck_seconds=0) == ("", "")
     out, err = run("verify_index", recheck_seconds=0)
-    assert "scanning table: done" in err
+    assert "verifying (items): done, 100.0% 15/15" in err
     assert out.startswith("index matches the table: 6 group(s), 30 table entries")
     out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
     assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out

@@ -18,6 +18,7 @@ from pagination_index.backends.base import Add, Remove, newest_first
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.files import format as fmt
 from pagination_index.backends.files import log as wal
+from pagination_index.backends.files.storage import LocalStorage
 from tests.pagination_index.contract import sk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,14 +171,58 @@ def test_commit_index_command(index, settings):
 
 # --- crashes: SIGKILL a committer at each step ------------------------------------------------------
 COMMITTER = """
-import random, sys, uuid
-from pagination_index.backends.base import Add, Remove
-from pagination_index.backends.files import FileIndex
-from tests.pagination_index.test_files_index import crash_batch
-index = FileIndex({"PATH": sys.argv[1], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+import sys
+from tests.pagination_index.test_files_index import PausingFileIndex, crash_batch
+index = PausingFileIndex({"PATH": sys.argv[1], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9},
+                         step=sys.argv[2], marker=sys.argv[3])
 index.apply(crash_batch(index))
 index.commit("big")
 """
+
+
+def pause_for_the_kill(marker: str) -> None:
+    Path(marker).write_text(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+
+class PausingStorage(LocalStorage):
+    """A committer's storage that stops at one step of publishing, for the test to kill it there."""
+
+    def __init__(self, root, step: str, marker: str):
+        super().__init__(root)
+        self.step, self.marker = step, marker
+
+    def pause(self, step: str) -> None:
+        if step == self.step:
+            pause_for_the_kill(self.marker)
+
+    def write_temporary(self, group, generation, chunks):
+        def then_pause():
+            for number, chunk in enumerate(chunks):
+                if number == 2:
+                    self.pause("mid-merge")  # the first half of the records is written (a write this
+                yield chunk                  # large bypasses the file's buffer)
+
+        temporary = super().write_temporary(group, generation, then_pause())
+        self.pause("written")
+        return temporary
+
+    def swap_in(self, temporary):
+        super().swap_in(temporary)
+        self.pause("published")
+
+
+class PausingFileIndex(FileIndex):
+    def __init__(self, options, *, step: str, marker: str):
+        super().__init__(options)
+        self.step, self.marker = step, marker
+        self.storage = self.journal = PausingStorage(self.journal.root, step, marker)
+
+    def _drop_logs(self, group, *, keep):
+        if self.step == "before-drop":
+            pause_for_the_kill(self.marker)
+        super()._drop_logs(group, keep=keep)
 
 
 def crash_batch(index: FileIndex) -> list:
@@ -210,9 +255,8 @@ def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step):
     batch = crash_batch(index)  # what the committer applies first: the same ops from the same state
     expected = expected_after(entries, batch)
     marker = tmp_path / "paused"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PAGINATION_INDEX_FILES_PAUSE_AT=f"{step}:{marker}",
-               DJANGO_SETTINGS_MODULE="tests.settings")
-    committer = subprocess.Popen([sys.executable, "-c", COMMITTER, str(path)], cwd=ROOT, env=env)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DJANGO_SETTINGS_MODULE="tests.settings")
+    committer = subprocess.Popen([sys.executable, "-c", COMMITTER, str(path), step, str(marker)], cwd=ROOT, env=env)
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():

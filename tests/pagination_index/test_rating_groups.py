@@ -16,6 +16,7 @@ from comments.table.schema import delete_tables, table_definition
 from comments.table.source import record_ops
 from pagination_index import get_index, get_source
 from pagination_index.backends.base import Add, Remove, newest_first
+from pagination_index.models import RebuildCheckpoint
 from tests import factories
 
 SK1, SK2 = "2024-01-01T00:00:00.000001Z", "2024-01-02T00:00:00.000001Z"
@@ -155,3 +156,22 @@ def test_an_older_table_gets_the_gsi_and_its_items_their_rating_keys(old_table):
     expected = [dataclasses.replace(comments[0], rating=1 + comments[0].rating % 5)] + comments[1:]
     for rating in range(1, 6):
         assert get_index().count(rating_group("OLD", rating)) == sum(1 for c in expected if c.rating == rating)
+
+
+@pytest.mark.django_db
+def test_a_stopped_backfill_resumes_per_segment(old_table):
+    for comment in factories.make_comments("OLDR", 40, seed=9):
+        item = item_from_comment(comment)
+        del item["PK2R"]
+        dynamodb().put_item(TableName=table_name(), Item=item)
+    call_command("create_tables", stdout=io.StringIO())
+    # As a run stopped after finishing segment 0 of 2 leaves it (segment 1 not begun).
+    RebuildCheckpoint.objects.create(run="backfill_rating_keys:2", unit="0", position="")
+    out = io.StringIO()
+    call_command("backfill_rating_keys", segments=2, resume=True, stdout=out)
+    resumed = int(out.getvalue().split()[0])
+    assert 0 < resumed < 40  # segment 1's share only
+    assert not RebuildCheckpoint.objects.exists()  # a finished run leaves no checkpoint
+    out = io.StringIO()
+    call_command("backfill_rating_keys", segments=2, stdout=out)
+    assert f"{40 - resumed} of {40 - resumed} comments without PK2R updated" in out.getvalue()

@@ -72,11 +72,8 @@ class BookshelfSource(BaseSource):
     def group_entries(self, group: str) -> Iterator[tuple[str, str]]:
         return iter([(isbn, at) for isbn, (shelf, at) in self.books.items() if shelf == group])
 
-    def all_entries(self, *, segments=4, on_item=None):
-        found: dict[str, list] = {}
-        for isbn, (shelf, at) in self.books.items():
-            found.setdefault(shelf, []).append((isbn, at))
-        return found
+    def units(self, *, budget=None, segments=4):
+        return sorted({shelf for shelf, _ in self.books.values()})
 
     def has_items(self) -> bool:
         return bool(self.books)

@@ -1,7 +1,6 @@
 """The project's own DynamoDB paths through the strict endpoint: numbered pages (fast and index paths,
 comments written with BatchWriteItem), signed only with the credentials configured; and the DynamoDB
-index backend, which signs with "local"/"local" (issue 27, item 1: the aws-clients fix makes the
-xfail below pass)."""
+index backend, on the same credentials (issue 27, item 1)."""
 from __future__ import annotations
 
 import uuid
@@ -49,9 +48,7 @@ def test_a_post_through_the_strict_endpoint_is_stored_and_metered(comments_table
     assert set(meter["by_key_id"]) == {strict_endpoint.access_key_id}
 
 
-@pytest.mark.xfail(strict=True, reason="the DynamoDB index backend signs with the keys local/local, which "
-                   "AWS refuses (issue 27 item 1; the aws-clients branch fixes it)")
-def test_the_dynamodb_index_backend_uses_the_configured_credentials(strict_dynamodb_settings):
+def test_the_dynamodb_index_backend_uses_the_configured_credentials(strict_dynamodb_settings, strict_endpoint):
     from pagination_index.backends.dynamodb import DynamoDBIndex
 
     index = DynamoDBIndex({"ENDPOINT_URL": strict_dynamodb_settings["ENDPOINT_URL"],
@@ -60,6 +57,8 @@ def test_the_dynamodb_index_backend_uses_the_configured_credentials(strict_dynam
     try:
         index.add_many("G", [(f"m{i}", f"2020-01-01T00:00:0{i}.000000Z") for i in range(5)])
         assert index.count("G") == 5
+        assert index.count_many(["G", "H"]) == {"G": 5, "H": 0}
+        assert {entry["key_id"] for entry in strict_endpoint.requests()} == {strict_endpoint.access_key_id}
     finally:
         index.delete_table()
         index.close()

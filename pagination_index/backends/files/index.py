@@ -17,13 +17,14 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
+from botocore.exceptions import BotoCoreError, ClientError
 
 from pagination_index.sortkeys import micros_sort_key
 
-from ..base import Entry, IndexUnavailable, NetWriteIndex, Removal, newest_first
+from ..base import Entry, NetWriteIndex, Removal, newest_first
 from . import format as fmt
 from . import log as wal
 from .s3 import S3Storage
@@ -31,7 +32,14 @@ from .storage import Generation, LocalStorage, sync_batch
 
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
 UUID_COLUMNS = fmt.UUID_COLUMNS
-PAUSE_ENV = "PAGINATION_INDEX_FILES_PAUSE_AT"  # crash tests: "<step>:<marker file>"
+
+
+class GroupUnsettled(Exception):
+    """A group was published again under every one of a reader's attempts."""
+
+
+# The files' and S3's own failures: each an IndexUnavailable, through the funnel on every public method.
+FAILURES = (OSError, fmt.CorruptFile, GroupUnsettled, BotoCoreError, ClientError)
 
 
 @dataclass(frozen=True)
@@ -57,19 +65,13 @@ class GroupView:
         return self.base_count - len(self.overlay.deleted) + len(self.overlay.inserted)
 
 
-def _pause(step: str) -> None:
-    """Crash tests: with PAGINATION_INDEX_FILES_PAUSE_AT=<step>:<marker>, a committer reaching that
-    step creates the marker file and waits there to be killed."""
-    wanted = os.environ.get(PAUSE_ENV, "")
-    if wanted.partition(":")[0] == step:
-        Path(wanted.partition(":")[2]).write_text(str(os.getpid()))
-        while True:
-            time.sleep(1)
-
-
 class FileIndex(NetWriteIndex):
     """OPTIONS: PATH (the folder), COMMIT_ENTRIES (commit a group once its log holds this many
     changes), COMMIT_SECONDS (or once its log is this old, checked on writes and by maintain())."""
+
+    unavailable_errors = FAILURES
+    error_label = "files index"
+    write_ahead_log = True
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
@@ -92,14 +94,11 @@ class FileIndex(NetWriteIndex):
         return self.journal.group_dir(group) / f"log.{generation}"
 
     def _view(self, group: str) -> GroupView:
-        try:
-            for _ in range(20):
-                view = self._try_view(group)
-                if view is not None:
-                    return view
-            raise IndexUnavailable(f"group {group!r} kept changing under the reader")
-        except (OSError, fmt.CorruptFile) as exc:
-            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+        for _ in range(20):
+            view = self._try_view(group)
+            if view is not None:
+                return view
+        raise GroupUnsettled(f"group {group!r} kept changing under the reader")
 
     def _try_view(self, group: str) -> GroupView | None:
         stamp = self.storage.stamp(group)
@@ -218,10 +217,7 @@ class FileIndex(NetWriteIndex):
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         view = self._view(group)
-        try:
-            base_newer = self._base_count_newer(view, sort_key, member)
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, group {group!r}: {exc}") from exc
+        base_newer = self._base_count_newer(view, sort_key, member)
         return view.overlay.count_newer(base_newer, sort_key, member) if view.overlay else base_newer
 
     def groups(self) -> list[str]:
@@ -353,8 +349,6 @@ class FileIndex(NetWriteIndex):
                     if self._commit_due(view):
                         due.append(group)
             sync_batch(written)
-        except OSError as exc:
-            raise IndexUnavailable(f"files index write: {exc}") from exc
         finally:
             for fd, _ in written:
                 os.close(fd)
@@ -367,20 +361,18 @@ class FileIndex(NetWriteIndex):
         age = time.time() - view.log_created_us / 1e6
         return view.overlay.changes >= self.commit_entries or age >= self.commit_seconds
 
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        """Bulk build: write the sorted generation directly, no log."""
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Bulk build: write the sorted generation directly, no log. The group's entries are held
+        once in memory to pick its record layout (about 100 bytes an entry while building)."""
         latest = dict(entries)
         layout, size = fmt.layout_for(latest)
         if layout == fmt.UUID24:
             records = memoryview(fmt.uuid_records(latest).view(np.uint8)) if latest else b""
         else:
             records = fmt.encode_records(newest_first(latest.items()), layout, size)
-        try:
-            with self._locked(group):
-                view = self._view(group)
-                self._publish(group, view, layout, size, len(latest), [records])
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, replace {group!r}: {exc}") from exc
+        with self._locked(group):
+            view = self._view(group)
+            self._publish(group, view, layout, size, len(latest), [records])
 
     def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
         """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""
@@ -390,9 +382,8 @@ class FileIndex(NetWriteIndex):
         header = fmt.encode_header(group=group, layout=layout, record_size=size, count=count,
                                    generation=view.generation + 1, records_crc=crc)
         self.storage.remove_temporary(group)
-        self.storage.publish(group, view.generation + 1, [header, *chunks], pause=_pause)
+        self.storage.publish(group, view.generation + 1, [header, *chunks])
         self.storage.forget(group)  # our own next read looks at the new generation at once
-        _pause("before-drop")
         self._drop_logs(group, keep=view.generation + 1)
 
     def _drop_logs(self, group: str, *, keep: int) -> None:
@@ -404,18 +395,15 @@ class FileIndex(NetWriteIndex):
     # --- commit --------------------------------------------------------------------------------
     def commit(self, group: str) -> bool:
         """Fold the group's log into a new generation; False when there was nothing to fold."""
-        try:
-            with self._locked(group):
-                view = self._view(group)
-                if view.log_id is None:  # nothing to fold; tidy what a killed committer left
-                    self.storage.remove_temporary(group)
-                    self._drop_logs(group, keep=view.generation)
-                    return False
-                layout, size, count, chunks = self._merge(view)
-                self._publish(group, view, layout, size, count, chunks)
-                return True
-        except OSError as exc:
-            raise IndexUnavailable(f"files index, commit {group!r}: {exc}") from exc
+        with self._locked(group):
+            view = self._view(group)
+            if view.log_id is None:  # nothing to fold; tidy what a killed committer left
+                self.storage.remove_temporary(group)
+                self._drop_logs(group, keep=view.generation)
+                return False
+            layout, size, count, chunks = self._merge(view)
+            self._publish(group, view, layout, size, count, chunks)
+            return True
 
     def _merge(self, view: GroupView):
         """(layout, record size, count, record chunks) of the generation plus its log."""
@@ -480,7 +468,7 @@ class FileIndex(NetWriteIndex):
         problems = []
         try:
             view = self._view(group)
-        except IndexUnavailable as exc:
+        except FAILURES as exc:
             return [str(exc)]
         if view.base is not None:
             header = view.base.header

@@ -17,11 +17,10 @@ import json
 import threading
 import time
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from ..base import IndexUnavailable
+import aws
+
 from .format import Header, decode_header
 
 
@@ -41,21 +40,18 @@ class S3Generation:
 
 
 class S3Storage:
-    """OPTIONS: S3_BUCKET, S3_PREFIX, S3_ENDPOINT_URL, S3_REGION, MANIFEST_SECONDS (and, for an
-    S3-compatible server, S3_ACCESS_KEY_ID / S3_SECRET_ACCESS_KEY; else boto3's credential chain)."""
+    """OPTIONS: S3_BUCKET, S3_PREFIX, S3_ENDPOINT_URL, S3_REGION, MANIFEST_SECONDS. Credentials come
+    from boto3's default chain, as every AWS client's (aws/)."""
 
     def __init__(self, options: dict):
         self.bucket = options["S3_BUCKET"]
         self.prefix = options.get("S3_PREFIX", "pagination-index/")
         self.manifest_seconds = float(options.get("MANIFEST_SECONDS", 1))
-        endpoint = options.get("S3_ENDPOINT_URL") or None
-        self.client = boto3.client(
-            "s3", endpoint_url=endpoint, region_name=options.get("S3_REGION", "us-east-1"),
-            aws_access_key_id=options.get("S3_ACCESS_KEY_ID") or ("local" if endpoint else None),
-            aws_secret_access_key=options.get("S3_SECRET_ACCESS_KEY") or ("local" if endpoint else None),
-            config=Config(connect_timeout=options.get("S3_CONNECT_TIMEOUT", 2), read_timeout=options.get("S3_READ_TIMEOUT", 10),
-                          retries={"total_max_attempts": 3, "mode": "standard"}),
-        )
+        # Page use: a page's at() is a ranged GET, so a failing S3 must become a quick 503.
+        self.client = aws.client("s3", aws.PAGE, region=options.get("S3_REGION", "us-east-1"),
+                                 endpoint_url=options.get("S3_ENDPOINT_URL") or None,
+                                 connect_timeout=options.get("S3_CONNECT_TIMEOUT", 2),
+                                 read_timeout=options.get("S3_READ_TIMEOUT", 10), attempts=3)
         self._manifests: dict[str, tuple[float, str | None, dict | None]] = {}
         self._lock = threading.Lock()
 
@@ -64,10 +60,7 @@ class S3Storage:
         return f"{self.prefix}g/{hashlib.sha256(group.encode()).hexdigest()[:32]}/"
 
     def _call(self, method: str, **kwargs):
-        try:
-            return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
-        except (BotoCoreError, ClientError) as exc:
-            raise IndexUnavailable(f"S3 {method} on {self.bucket}: {exc}") from exc
+        return getattr(self.client, method)(Bucket=self.bucket, **kwargs)
 
     def get_range(self, key: str, first: int, last: int) -> bytes:
         return self._call("get_object", Key=key, Range=f"bytes={first}-{last}")["Body"].read()
@@ -78,9 +71,7 @@ class S3Storage:
         except ClientError as exc:
             if exc.response["Error"]["Code"] in ("NoSuchKey", "404"):
                 return None, None
-            raise IndexUnavailable(f"S3 manifest of {group!r}: {exc}") from exc
-        except BotoCoreError as exc:
-            raise IndexUnavailable(f"S3 manifest of {group!r}: {exc}") from exc
+            raise
         return response["ETag"], json.loads(response["Body"].read())
 
     def _manifest(self, group: str) -> tuple[str | None, dict | None]:
@@ -106,21 +97,17 @@ class S3Storage:
         with self._lock:
             self._manifests.pop(group, None)
 
-    def publish(self, group: str, generation: int, chunks, pause=None) -> None:
+    def publish(self, group: str, generation: int, chunks) -> None:
         chunks = list(chunks)
         header = bytes(chunks[0])
         folder = self.folder(group)
         key = f"{folder}gen-{generation:020d}"
         self._call("put_object", Key=key, Body=b"".join(bytes(chunk) for chunk in chunks), IfNoneMatch="*")
-        if pause:
-            pause("written")
         etag, _ = self._fetch_manifest(group)
         manifest = json.dumps({"group": group, "generation": generation, "key": key,
                                "header": base64.b64encode(header[:decode_header(header).data_offset]).decode()})
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         self._call("put_object", Key=folder + "manifest", Body=manifest.encode(), ContentType="application/json", **condition)
-        if pause:
-            pause("published")
         keep = {key, f"{folder}gen-{generation - 1:020d}"}  # and the one before, for stale readers
         old = [item["Key"] for item in self._list(folder + "gen-") if item["Key"] not in keep]
         self._delete(old)

@@ -108,25 +108,22 @@ class LocalStorage:
             raise
         return Generation(fd, header, (status.st_ino, status.st_mtime_ns, status.st_size))
 
-    def publish(self, group: str, generation: int, chunks: Iterable[bytes], pause=None) -> None:
-        """Write a generation to a temporary file, fsync it, rename it over `data`, fsync the folder.
-        `pause(step)` is the crash tests' hook at each step."""
-        folder = self.ensure_group(group)
-        temporary = folder / f"data.{generation}.tmp.{os.getpid()}"
+    def publish(self, group: str, generation: int, chunks: Iterable[bytes]) -> None:
+        """Write a generation to a temporary file, fsync it, rename it over `data`, fsync the folder."""
+        self.swap_in(self.write_temporary(group, generation, chunks))
+
+    def write_temporary(self, group: str, generation: int, chunks: Iterable[bytes]) -> Path:
+        temporary = self.ensure_group(group) / f"data.{generation}.tmp.{os.getpid()}"
         with open(temporary, "wb") as out:
-            for number, chunk in enumerate(chunks):
+            for chunk in chunks:
                 out.write(chunk)
-                if number == 1 and pause:
-                    out.flush()
-                    pause("mid-merge")
             out.flush()
             os.fsync(out.fileno())
-        if pause:
-            pause("written")
-        os.replace(temporary, folder / "data")
-        if pause:
-            pause("published")
-        fsync_dir(folder)
+        return temporary
+
+    def swap_in(self, temporary: Path) -> None:
+        os.replace(temporary, temporary.parent / "data")
+        fsync_dir(temporary.parent)
 
     def forget(self, group: str) -> None:
         """Nothing cached here: stamp() looks at the file every time."""

@@ -19,7 +19,7 @@ class Command(BaseCommand):
     @reports_unavailable
     def handle(self, *args, group, verbosity, **options):
         index = get_index()
-        if not hasattr(index, "commit"):
+        if not index.write_ahead_log:
             raise CommandError(f"{type(index).__name__} has no write-ahead log to commit (the files backend has)")
         groups = group or index.pending_groups()
         progress = Progress(self.stdout, len(groups), "committing groups") if verbosity >= 1 and groups else None

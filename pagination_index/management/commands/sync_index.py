@@ -30,6 +30,11 @@ class Command(ReportingCommand):
             "--poll-seconds", type=float, default=settings.SYNC_INDEX_POLL_SECONDS,
             help="Seconds to wait between polls when caught up (default: %(default)s, SYNC_INDEX_POLL_SECONDS).",
         )
+        parser.add_argument(
+            "--workers", type=int, default=settings.SYNC_INDEX_WORKERS,
+            help="Threads reading shards in parallel (default: %(default)s, SYNC_INDEX_WORKERS); records are "
+                 "applied by one thread, in order per shard.",
+        )
         parser.add_argument("--batch-size", type=int, default=1000, help="Records per GetRecords call (max 1000).")
         parser.add_argument(
             "--lease-seconds", type=float, default=settings.SYNC_INDEX_LEASE_SECONDS,
@@ -38,16 +43,18 @@ class Command(ReportingCommand):
         )
 
     @reports_unavailable
-    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, **options):
+    def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, workers, **options):
         arn = stream_arn(get_source())
         if status:
             return self._status(arn, checkpoint_database(get_index()))
         if lease_seconds <= 0:
             raise CommandError("--lease-seconds must be positive")
+        if workers < 1:
+            raise CommandError("--workers must be at least 1")
         stop, stopped = threading.Event(), threading.Event()
         restore = self._install_signal_handlers(stop, stopped)
         consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
-                                  stop_event=stop, lease_seconds=lease_seconds)
+                                  stop_event=stop, lease_seconds=lease_seconds, workers=workers)
 
         if settings.SYNC_INDEX_METRICS_PORT:
             stream_metrics.serve(settings.SYNC_INDEX_METRICS_PORT)

@@ -1,0 +1,80 @@
+"""The two retry loops botocore has none for, written once: items a batch call left unprocessed, and
+the project's own optimistic-concurrency retries (a conditional write that lost a race). Single
+calls are retried by botocore's retry modes only (aws/__init__.py), never again on top.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from botocore.exceptions import BotoCoreError
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with full jitter: attempt n (from 0) waits uniform(0, min(cap,
+    base * 2**n)). Full jitter spreads competing clients apart fastest (AWS Architecture Blog,
+    "Exponential Backoff And Jitter")."""
+
+    base: float = 0.2
+    cap: float = 20.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.cap, self.base * 2**attempt))
+
+    def sleep(self, attempt: int) -> None:
+        time.sleep(self.delay(attempt))
+
+
+# A conditional write that lost a race to another writer: retried soon, the writers drift apart.
+RACE = Backoff(base=0.01, cap=0.5)
+# Items a batch call left unprocessed: DynamoDB asks for exponential backoff before sending them
+# again ("If you retry the batch operation immediately, the underlying read or write requests can
+# still fail due to throttling on the individual tables", BatchWriteItem / BatchGetItem reference).
+UNPROCESSED = Backoff(base=0.05, cap=2.0)
+UNPROCESSED_ATTEMPTS = 12
+
+
+class StillUnprocessed(BotoCoreError):
+    """A batch call kept leaving items unprocessed through every attempt (a BotoCoreError, so each
+    caller's funnel of botocore errors reports it as the store being unavailable)."""
+
+    fmt = "{operation}: {count} items still unprocessed after {attempts} attempts"
+
+
+def batch_write(client, request_items: dict[str, list[dict]], *, attempts: int = UNPROCESSED_ATTEMPTS,
+                backoff: Backoff = UNPROCESSED) -> None:
+    """One BatchWriteItem (at most 25 requests in all), sending UnprocessedItems again after a backoff
+    until none is left."""
+    pending = {table: list(requests) for table, requests in request_items.items() if requests}
+    for attempt in range(attempts):
+        if not pending:
+            return
+        if attempt:
+            backoff.sleep(attempt - 1)
+        pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+    if pending:
+        raise StillUnprocessed(operation="BatchWriteItem", attempts=attempts,
+                               count=sum(len(requests) for requests in pending.values()))
+
+
+def batch_get(client, request_items: dict[str, dict], *, attempts: int = UNPROCESSED_ATTEMPTS,
+              backoff: Backoff = UNPROCESSED) -> dict[str, list[dict]]:
+    """One BatchGetItem (at most 100 keys in all): the items found per table, UnprocessedKeys asked
+    again after a backoff until none is left."""
+    found: dict[str, list[dict]] = {table: [] for table in request_items}
+    pending = {table: request for table, request in request_items.items() if request.get("Keys")}
+    for attempt in range(attempts):
+        if not pending:
+            return found
+        if attempt:
+            backoff.sleep(attempt - 1)
+        response = client.batch_get_item(RequestItems=pending)
+        for table, items in response.get("Responses", {}).items():
+            found[table].extend(items)
+        pending = response.get("UnprocessedKeys") or {}
+    if pending:
+        raise StillUnprocessed(operation="BatchGetItem", attempts=attempts,
+                               count=sum(len(request["Keys"]) for request in pending.values()))
+    return found

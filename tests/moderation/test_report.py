@@ -1,0 +1,125 @@
+"""A shopper reports a comment: the no-JavaScript form end to end on DynamoDB Local."""
+import re
+
+import pytest
+from django.test import Client
+
+from moderation.models import ModeratedComment, Report
+from moderation.views import client_hash
+from tests import factories
+from tests.comments.test_posting import _clean_rate_limit  # noqa: F401 (autouse: a clean count per test)
+
+SKU = "REP-1"
+PAGE = f"/products/{SKU}/"
+
+
+@pytest.fixture
+def comments(db, comments_table):
+    factories.product(SKU, "Teapot")
+    return factories.seed(SKU, 3, seed=5)
+
+
+def report_url(comment, sku=SKU):
+    return f"/products/{sku}/comments/{comment.pk}/report/"
+
+
+@pytest.fixture
+def browser():
+    return Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.7")
+
+
+def test_every_comment_links_its_report_form_out_of_crawlers_reach(comments, client):
+    html = client.get(PAGE).content.decode()
+    links = re.findall(r'<a class="report" href="([^"]+)" rel="nofollow">Report</a>', html)
+    assert links == [report_url(c) for c in comments]
+    form = client.get(links[0])
+    assert form.status_code == 200
+    body = form.content.decode()
+    assert '<meta name="robots" content="noindex, nofollow">' in body
+    assert comments[0].body.replace("<", "&lt;").replace(">", "&gt;") in body
+    assert "no-store" in form["Cache-Control"]
+
+
+def test_a_report_is_stored_and_thanked(comments, browser):
+    response = browser.post(report_url(comments[1]), {"reason": "spam", "note": "Links to a casino"})
+    assert response.status_code == 303 and response["Location"] == f"/products/{SKU}/reported/"
+    thanks = browser.get(response["Location"])
+    assert thanks.status_code == 200 and "Thank you for your report" in thanks.content.decode()
+    report = Report.objects.get()
+    assert (report.comment.comment_id, report.comment.created_sk, report.comment.sku) == (
+        comments[1].pk, comments[1].sk, SKU)
+    assert (report.reason, report.note, report.comment.author, report.comment.open_reports) == (
+        "spam", "Links to a casino", comments[1].author, 1)
+    assert report.created_at is not None
+    assert "203.0.113.7" not in report.client_hash and len(report.client_hash) == 40
+    assert browser.post(report_url(comments[1]), {"reason": "abuse"}).status_code == 303
+    assert ModeratedComment.objects.get().open_reports == 2
+    assert len(set(Report.objects.values_list("client_hash", flat=True))) == 1  # one client, one hash
+
+
+def test_the_client_hash_is_keyed(rf, settings):
+    request = rf.get("/", REMOTE_ADDR="198.51.100.1")
+    first = client_hash(request)
+    settings.SECRET_KEY = "another-secret-key-for-this-test-only"
+    assert client_hash(request) != first
+
+
+def test_a_missing_comment_is_a_404(comments, browser):
+    ghost = factories.make_comments(SKU, 1, seed=99)[0]
+    assert browser.get(report_url(ghost)).status_code == 404
+    assert browser.post(report_url(ghost), {"reason": "spam"}).status_code == 404
+    # A real comment under another product's URL is not there either.
+    factories.product("REP-2")
+    assert browser.post(report_url(comments[0], sku="REP-2"), {"reason": "spam"}).status_code == 404
+    assert browser.get(report_url(comments[0], sku="NO-SUCH")).status_code == 404
+    assert not Report.objects.exists()
+
+
+@pytest.mark.parametrize("headers", [{"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}, {}])
+def test_a_forged_cross_site_report_is_a_403(comments, headers):
+    response = Client(headers=headers).post(report_url(comments[0]), {"reason": "illegal"})
+    assert response.status_code == 403
+    assert "We received" not in response.content.decode() and "<form" not in response.content.decode()
+    assert not Report.objects.exists()
+
+
+def test_an_incomplete_report_is_shown_again_with_its_error(comments, browser):
+    response = browser.post(report_url(comments[0]), {"reason": "rude", "note": "x"})
+    assert response.status_code == 400 and "Choose a reason." in response.content.decode()
+    assert not Report.objects.exists()
+
+
+def test_a_flood_of_reports_is_a_429(comments, browser, settings):
+    settings.MODERATION_REPORTS_PER_MINUTE = 3
+    statuses = [browser.post(report_url(comments[0]), {"reason": "spam"}).status_code for _ in range(5)]
+    assert statuses == [303, 303, 303, 429, 429]
+    refused = browser.post(report_url(comments[0]), {"reason": "spam"})
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert Report.objects.count() == 3
+    other = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.8")
+    assert other.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303  # per client
+
+
+def test_a_hidden_comment_cannot_be_reported(comments, browser, admin_user):
+    from moderation import services
+
+    services.comment_hide(comment_id=comments[0].pk, actor=admin_user, reason="x")
+    assert browser.get(report_url(comments[0])).status_code == 404
+
+
+def test_the_report_form_answers_only_get_head_and_post(comments, browser):
+    assert browser.put(report_url(comments[0])).status_code == 405
+
+
+def test_a_posters_own_comment_hidden_leaves_their_pages_too(comments, browser, admin_user):
+    """A poster's pages read their just-posted comment by key (the GSI may lag): once hidden, it is
+    not read back for them either."""
+    from moderation import services
+
+    assert browser.post(f"{PAGE}comments/", {"author": "Ann", "rating": "2", "body": "Rude words"}).status_code == 303
+    page = browser.get(PAGE)
+    [posted] = [pk for pk in re.findall(r'id="comment-([0-9a-f]+)"', page.content.decode())
+                if pk not in {c.pk for c in comments}]
+    services.comment_hide(comment_id=posted, actor=admin_user, reason="abuse")
+    again = browser.get(PAGE)
+    assert again.status_code == 200 and posted not in again.content.decode()
