@@ -68,7 +68,7 @@ class _Handler(BaseConnectionHandler):
     def __init__(self, settings=None):
         super().__init__(settings)
         self._connections = _Made()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a backend made under it may ask for another alias
 
     def __getitem__(self, alias):
         try:

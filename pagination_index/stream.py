@@ -10,6 +10,7 @@ the source's business (settings.PAGINATION_INDEX_SOURCE).
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -42,7 +43,7 @@ from pagination_index.leases import (
     leases_take,
     new_owner_id,
 )
-from pagination_index.models import ShardCheckpoint
+from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.sources import BaseSource
 from pagination_index.stale import stale_groups_mark
 
@@ -115,6 +116,7 @@ class Turn:
     iterator: str | None
     calls: int = 0
     empties: int = 0
+    lost: bool = False  # a loss was reported in this turn already
 
 
 class StreamConsumer:
@@ -200,11 +202,11 @@ class StreamConsumer:
         return self._map
 
     def _children(self, shard_id: str) -> list[dict]:
-        """A finished shard's children, added to the map (one DescribeStream call, not a listing)."""
+        """A finished shard's children (one DescribeStream call, not a listing); new ones join the map."""
         children = [shard for shard in self.describe_shards(ShardFilter={"Type": "CHILD_SHARDS", "ShardId": shard_id})
-                    if shard.get("ParentShardId") == shard_id and shard["ShardId"] not in self._map]
+                    if shard.get("ParentShardId") == shard_id]
         for child in children:
-            self._map[child["ShardId"]] = child
+            self._map.setdefault(child["ShardId"], child)
         return children
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
@@ -239,7 +241,7 @@ class StreamConsumer:
 
     def _lost(self, result: PollResult, reason: str) -> None:
         """Records were lost: everything is stale until a full rebuild (one write: the "*" mark)."""
-        stale_groups_mark(groups=(), reason=reason, using=self.database)
+        stale_groups_mark(groups=[StaleGroup.ALL], reason=reason, using=self.database)
         result.trimmed.append(f"{reason}; every group needs `rebuild_index`")
 
     def _trimmed(self, checkpoint: ShardCheckpoint, result: PollResult, what: str) -> None:
@@ -333,6 +335,8 @@ class StreamConsumer:
         shard_map = self._shard_map(checkpoints, result)
         done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
         pending = [shard for shard in shard_map.values() if shard["ShardId"] not in done]
+        listed = set(shard_map)
+        queued = listed | done  # shards this poll has met: a child already listed is not queued twice
 
         def ready(shard):
             parent = shard.get("ParentShardId")
@@ -359,7 +363,12 @@ class StreamConsumer:
                         elif turn.checkpoint.finished:
                             done.add(turn.checkpoint.shard_id)
                             result.finished_shards.append(turn.checkpoint.shard_id)
-                            pending += self._children(turn.checkpoint.shard_id)
+                            children = self._children(turn.checkpoint.shard_id)
+                            if not children:  # none listed (yet, or trimmed away): list afresh next poll
+                                self._map_due = 0.0
+                            if turn.checkpoint.shard_id in listed:  # one generation per poll: bounded work
+                                pending += [c for c in children if c["ShardId"] not in queued]
+                                queued.update(c["ShardId"] for c in children)
             finally:
                 for future in running:
                     future.cancel()
@@ -408,8 +417,15 @@ class StreamConsumer:
                 return turn.calls < self.shard_budget
             if code == "TrimmedDataAccessException":
                 self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
-                turn.iterator = None
+                turn.iterator, turn.lost = None, True
                 return turn.calls < self.shard_budget
+            if code == "ResourceNotFoundException":  # the shard is gone: AWS removes one only past the retention
+                if not turn.lost:
+                    self._trimmed(checkpoint, result, "the shard expired from the stream with records")
+                ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+                    finished=True, lease_owner="", lease_expires_at=None, updated_at=timezone.now())
+                checkpoint.finished = True
+                return False
             raise
         records = response.get("Records", [])
         next_iterator = response.get("NextShardIterator")
@@ -498,7 +514,9 @@ class StreamConsumer:
                 if on_poll:
                     on_poll(result)
                 if once:
-                    if not result.records and not result.finished_shards and not maintained:
+                    # A finished shard's children are read in the same poll, so a poll that applied
+                    # nothing is at the end (shards that roll over empty do not keep it going).
+                    if not result.records and not maintained:
                         break
                     continue
                 # A poll reads every shard to its current end, so now we are caught up: wait, rather

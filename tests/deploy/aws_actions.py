@@ -50,7 +50,8 @@ S3_ACTIONS = {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "PutObj
               "CreateBucket": "s3:CreateBucket", "DeleteBucket": "s3:DeleteBucket"}
 
 _state = threading.local()
-_component = {"name": None}  # process-wide: worker threads (parallel Scans, shard readers) inherit it
+_component = {"name": None, "depth": 0}  # process-wide: worker threads (parallel Scans, shard readers) inherit it
+_entries = threading.Lock()
 
 
 class Recorder:
@@ -171,13 +172,19 @@ def _enter(component: str):
     def wrap(function):
         @functools.wraps(function)
         def entered(*args, **kwargs):
+            # Counted, not saved and restored: entry points run in parallel too (the Lambda driver
+            # invokes the handler on several shards at once), and the component ends with the last.
             name = component(*args) if callable(component) else component
-            outer = _component["name"]
-            _component["name"] = outer or name
+            with _entries:
+                _component["name"] = _component["name"] or name
+                _component["depth"] += 1
             try:
                 return function(*args, **kwargs)
             finally:
-                _component["name"] = outer
+                with _entries:
+                    _component["depth"] -= 1
+                    if not _component["depth"]:
+                        _component["name"] = None
         return entered
     return wrap
 
