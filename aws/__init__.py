@@ -23,8 +23,8 @@ import botocore.session
 from botocore.config import Config
 from django.conf import settings
 
+import metrics
 from aws.parsers import ItemReadParserFactory
-from metrics import instrument_client
 from shop.logs import current_request_id
 
 PAGE, BACKGROUND, BULK, PROBE = "page", "background", "bulk", "probe"
@@ -117,7 +117,7 @@ def client(service: str, use: str, *, region: str, endpoint_url: str | None = No
     if endpoint_url:
         made.meta.events.register(f"before-send.{made.meta.service_model.endpoint_prefix}.*", tag_request)
     if service in ("dynamodb", "dynamodbstreams"):
-        instrument_client(made)  # calls, throttles and retries for Prometheus (metrics/)
+        metrics.instrument_client(made)
     return made
 
 

@@ -264,15 +264,15 @@ PAGINATION_INDEX_SOURCE = {
 # renewed (how soon a standby sync_index takes over).
 SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
 SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
-# sync_index serves Prometheus metrics on this port (0: not at all); the web's are at /metrics.
-SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))
-# Addresses allowed to read /metrics (Prometheus' hosts); anyone else gets a 404.
-METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 # rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
 # them, for writes on their way to the index and for the GSIs' propagation behind the table.
 REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
 # Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
 SYNC_INDEX_WORKERS = int(os.environ.get("SYNC_INDEX_WORKERS", "4"))
+# sync_index serves Prometheus metrics on this port (0: not at all); the web's are at /metrics.
+SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))
+# Addresses allowed to read /metrics (Prometheus' hosts); anyone else gets a 404.
+METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 
 # --- Comment pages, posting and the API -----------------------------------------------------
 COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))

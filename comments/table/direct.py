@@ -117,14 +117,12 @@ class DirectReads:
                 failure = EndpointConnectionError(endpoint_url=self.url, error="CRC32 mismatch")
                 continue
             if status == 200:
-                dynamodb_call("Query", retries=attempt)  # botocore's clients are counted by their hook
+                dynamodb_call("Query", None, attempt)
                 return self._parse(status, answer.headers, body) if may_hold_binary(body) else json.loads(body)
             parsed = self._parse(status, answer.headers, body)
             code = parsed.get("Error", {}).get("Code", "")
             failure = self.client.exceptions.from_code(code)(parsed, "Query")
+            dynamodb_call("Query", code, attempt)
             if status < 500 and code not in RETRYABLE_CODES:
-                dynamodb_call("Query", code, retries=attempt)
                 raise failure
-        dynamodb_call("Query", getattr(failure, "response", {}).get("Error", {}).get("Code", "ConnectionError"),
-                      retries=self.attempts - 1)
         raise failure
