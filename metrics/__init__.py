@@ -76,7 +76,9 @@ def instrument_index(index):
         for method in INDEX_METHODS:
             function = getattr(cls, method, None)
             if function is not None:
-                function = getattr(function, "__wrapped__", function)  # a base class's, already timed
+                if getattr(function, "metrics_timed", False):
+                    function = function.__wrapped__  # a base class's, already timed (and no other wrapper:
+                    # the backends' error funnel, BaseIndex.__init_subclass__, must stay in place)
                 setattr(cls, method, _timed(function, INDEX_CALL_SECONDS.labels(cls.__name__, method)))
         cls._metrics_timed = True
     return index
@@ -90,6 +92,7 @@ def _timed(function, histogram):
             return function(*args, **kwargs)
         finally:
             histogram.observe(time.perf_counter() - started)
+    timed.metrics_timed = True
     return timed
 
 
