@@ -59,6 +59,9 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
                 assert services.comment_unhide(comment_id=comments[3].pk, actor=None, reason="roles")
                 assert services.comment_delete(comment_id=comments[4].pk, actor=None, reason="roles")
                 denied(lambda: dynamodb().scan(TableName=table, Limit=1))
+                denied(lambda: dynamodb().batch_write_item(RequestItems={table: [
+                    {"PutRequest": {"Item": {"PK": {"S": "x"}, "SK": {"S": "y"}}}}]}))
+                denied(lambda: dynamodb().update_table(TableName=table, DeletionProtectionEnabled=False))
                 denied(lambda: dynamodb().query(TableName="another-table", KeyConditionExpression="PK = :p",
                                                 ExpressionAttributeValues={":p": {"S": "x"}}))
                 denied(lambda: dynamodbstreams().list_streams(TableName=table))
