@@ -22,6 +22,7 @@ COPY comments ./comments
 COPY aws ./aws
 COPY pagination_index ./pagination_index
 COPY ops ./ops
+COPY metrics ./metrics
 COPY templates ./templates
 COPY jinja2 ./jinja2
 COPY static ./static

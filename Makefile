@@ -10,7 +10,7 @@ VNU_DIR := .vnu
 VNU_PACKAGE := vnu-jar@26.9.27
 VNU_STAMP := $(VNU_DIR)/node_modules/vnu-jar/package.json
 
-.PHONY: run test setup setup-dev bench bench-smoke bench-tools lighthouse check-tools clean lock
+.PHONY: run test setup setup-dev bench bench-smoke bench-tools metrics-tools lighthouse check-tools clean lock lambda-package
 
 run: setup
 	$(PY) -m stack.run
@@ -38,6 +38,22 @@ bench-tools:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "The benchmarks need$$missing (Debian: apt-get install$$missing)." >&2; exit 1; fi; \
+	fi
+
+# The stream Lambda's zip (deploy/aws/lambda_package.py): requirements.lock's wheels for the runtime in
+# deploy/aws/template.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.
+LAMBDA_PYTHON ?= 3.12
+LAMBDA_ARCH ?= x86_64
+LAMBDA_ZIP ?= var/lambda/sync-index.zip
+lambda-package: $(VENV)/.runtime
+	$(PY) -m deploy.aws.lambda_package --python-version $(LAMBDA_PYTHON) --arch $(LAMBDA_ARCH) --output $(LAMBDA_ZIP)
+
+# tests/deploy/test_prometheus.py scrapes a running stack with a real Prometheus (Debian package).
+metrics-tools:
+	@if ! command -v prometheus >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing prometheus"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else echo "The metrics test needs prometheus (Debian: apt-get install prometheus)." >&2; exit 1; fi; \
 	fi
 
 # Lighthouse's SEO audit of a running site (`make run` elsewhere); not part of CI.

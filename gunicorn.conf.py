@@ -44,3 +44,26 @@ def post_worker_init(worker):
     """One line per worker boot with the CPU the import cost (bench/load.py reads it)."""
     times = os.times()
     worker.log.info("worker booted in %.3f s of CPU", times.user + times.system)
+
+
+# Prometheus metrics from every worker (metrics/): each writes its values to files in one folder,
+# which /metrics adds up. A folder of this server's own, emptied at start, unless one is given.
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    import tempfile
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="shop-metrics-")
+
+
+def on_starting(server):
+    folder = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(folder):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(folder, name))
+
+
+def child_exit(server, worker):
+    """A worker's live gauges leave with it (prometheus_client's multiprocess mode)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -23,6 +23,7 @@ import botocore.session
 from botocore.config import Config
 from django.conf import settings
 
+import metrics
 from aws.parsers import ItemReadParserFactory
 from shop.logs import current_request_id
 
@@ -115,6 +116,8 @@ def client(service: str, use: str, *, region: str, endpoint_url: str | None = No
             **kwargs)
     if endpoint_url:
         made.meta.events.register(f"before-send.{made.meta.service_model.endpoint_prefix}.*", tag_request)
+    if service in ("dynamodb", "dynamodbstreams"):
+        metrics.instrument_client(made)
     return made
 
 

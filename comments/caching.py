@@ -21,6 +21,7 @@ from django.views.decorators.http import condition
 
 from comments.paging import CommentPage
 from comments.store import parse_sk
+from metrics import cache_lookup
 from shop.models import Product
 
 
@@ -88,6 +89,7 @@ def rendered_page(digest: str, render: Callable[[], HttpResponse]) -> HttpRespon
         return render()
     key = f"comments:html:{digest}"
     html = cache.get(key)
+    cache_lookup("rendered-page", html is not None)
     if html is None:
         response = render()
         cache.set(key, response.content, seconds)

@@ -31,10 +31,22 @@ def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
 
 
 @dataclass(frozen=True)
+class _Counted:
+    """What is known of a filter before its comments are read: its size, and for offsets inside the
+    fast windows, the windows' comments themselves."""
+    total: int
+    estimate: bool  # the total is only a lower bound (the index is down)
+    newest_sk: str | None = None  # the filter's newest comment (index path)
+    counts: dict[str, int] | None = None  # per group (index path)
+    lists: list[list[Comment]] | None = None  # each group's window, pinned comments added (fast path)
+    complete: bool = False  # the windows hold every comment of the filter
+
+
+@dataclass(frozen=True)
 class _Found:
     slice: Slice
     total: int
-    estimate: bool  # the total is only a lower bound (the index is down)
+    estimate: bool
     served_by: str
     newest_sk: str | None  # the filter's newest comment
     everything: list[Comment] | None = None  # every comment of the filter, when the fast windows hold them all
@@ -64,21 +76,16 @@ def _with_pinned(sku: str, groups: list[str], windows: list[FastWindow],
     return lists
 
 
-def _find(sku: str, groups: list[str], offset: int, count: int, validate,
-          pinned: Iterable[tuple[str, str]] = ()) -> _Found:
-    """`count` comments of the union from `offset`; `validate(total)` raises before any read past
-    the end. `pinned` comments show in the fast windows even before the GSI has them."""
-    if offset + count <= fast_window_size():
+def _count(sku: str, groups: list[str], stop: int, pinned: Iterable[tuple[str, str]] = ()) -> _Counted:
+    """The filter's size, before any comment past offset `stop` is read. `pinned` comments show in
+    the fast windows even before the GSI has them."""
+    if stop <= fast_window_size():
         windows = page_cache.windows(groups)
         lists = _with_pinned(sku, groups, windows, pinned)
-        top = union.merge(groups, lists, Position(0, dict.fromkeys(groups, TOP)), offset + count)
         seen = sum(len(comments) for comments in lists)
         complete = all(window.complete for window in windows)
         total, estimate = _total(groups, seen, complete)
-        validate(total)
-        everything = [c for comments in lists for c in comments] if complete else None
-        return _Found(Slice(top.comments[offset:], top.resume), total, estimate, "fast",
-                      top.comments[0].sk if top.comments else None, everything)
+        return _Counted(total, estimate, lists=lists, complete=complete)
     if len(groups) == 1:
         # One group: its count only validates the page number, and its newest entry only dates the
         # page (Last-Modified); both are shared for COMMENTS_FAST_CACHE_SECONDS, as fresh as pages
@@ -87,14 +94,23 @@ def _find(sku: str, groups: list[str], offset: int, count: int, validate,
         counts, newest_sk = page_cache.counts(groups), page_cache.newest_sk(groups[0])
     else:
         counts, newest_sk = index.count_many(groups), _newest_sk(groups)
-    total = sum(counts.values())
-    validate(total)
-    found = union.read(groups, union.position_at(groups, offset, counts), count)
-    return _Found(found, total, False, "index", newest_sk)
+    return _Counted(sum(counts.values()), False, newest_sk, counts)
 
 
-def _page(sku: str, ratings: Sequence[int], found: _Found, number: int, paginator: CommentPaginator) -> CommentPage:
-    stats = product_rating_stats(sku=sku)
+def _read(groups: list[str], counted: _Counted, offset: int, count: int) -> _Found:
+    """`count` comments of the union from `offset`: cut from the windows, or read from the start
+    position the index gives."""
+    if counted.lists is not None:
+        top = union.merge(groups, counted.lists, Position(0, dict.fromkeys(groups, TOP)), offset + count)
+        everything = [c for comments in counted.lists for c in comments] if counted.complete else None
+        return _Found(Slice(top.comments[offset:], top.resume), counted.total, counted.estimate, "fast",
+                      top.comments[0].sk if top.comments else None, everything)
+    found = union.read(groups, union.position_at(groups, offset, counted.counts), count)
+    return _Found(found, counted.total, False, "index", counted.newest_sk)
+
+
+def _page(ratings: Sequence[int], stats: RatingStats | None, found: _Found, number: int,
+          paginator: CommentPaginator) -> CommentPage:
     summary = RatingSummary.of(found.everything) if found.everything is not None and not ratings else None
     return CommentPage(found.slice.comments, number, paginator, served_by=found.served_by,
                        count_is_estimate=found.estimate, resume=found.slice.resume, newest_sk=found.newest_sk,
@@ -112,23 +128,21 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
-    paginators: list[CommentPaginator] = []
-
-    def validate(total: int) -> None:
-        paginators.append(CommentPaginator(total, per_page))
-        paginators[0].validate_number(number)
-
-    found = _find(sku, groups_for(sku, ratings), (number - 1) * per_page, per_page, validate, pinned)
-    return _page(sku, ratings, found, number, paginators[0])
+    groups, offset = groups_for(sku, ratings), (number - 1) * per_page
+    stats = product_rating_stats(sku=sku)  # counts first, then the start position, then the store read
+    counted = _count(sku, groups, offset + per_page, pinned)
+    paginator = CommentPaginator(counted.total, per_page)
+    paginator.validate_number(number)
+    return _page(ratings, stats, _read(groups, counted, offset, per_page), number, paginator)
 
 
 def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequence[int] = ()) -> CommentSlice:
     """`limit` comments from `offset` (the API). EmptyPage past the end; offset 0 always exists."""
-    def validate(total: int) -> None:
-        if offset and offset >= total:
-            raise EmptyPage(f"Offset {offset} is past the last comment ({total}).")
-
-    found = _find(sku, groups_for(sku, ratings), offset, limit, validate)
+    groups = groups_for(sku, ratings)
+    counted = _count(sku, groups, offset + limit)
+    if offset and offset >= counted.total:
+        raise EmptyPage(f"Offset {offset} is past the last comment ({counted.total}).")
+    found = _read(groups, counted, offset, limit)
     return CommentSlice(found.slice.comments, offset, found.total, found.slice.resume, found.served_by, found.estimate)
 
 
@@ -149,12 +163,13 @@ def product_comment_slice_after(*, sku: str, position: Position, limit: int,
 def product_comment_cursor_page(*, sku: str, position: Position, ratings: Sequence[int] = ()) -> CommentPage:
     """The page a "Load more" cursor points at; numbered by where it starts."""
     per_page = settings.COMMENTS_PAGE_SIZE
-    found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
+    stats = product_rating_stats(sku=sku)
     try:
         newest_sk = _newest_sk(groups_for(sku, ratings))
     except IndexUnavailable:
         newest_sk = None
-    return _page(sku, ratings, _Found(Slice(found.comments, found.resume), found.total, found.total_is_estimate,
+    found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
+    return _page(ratings, stats, _Found(Slice(found.comments, found.resume), found.total, found.total_is_estimate,
                                       "cursor", newest_sk),
                  position.offset // per_page + 1, CommentPaginator(found.total, per_page))
 

@@ -73,9 +73,10 @@ def _stored(comment_id: str) -> StoredComment:
 def comment_hide(*, comment_id: str, actor, reason: str) -> bool:
     """Take a comment off every page, keeping it in the table; False if it was hidden already."""
     comment = _stored(comment_id)
+    record = _record(comment)
     hidden = table.hide(comment, now=datetime.now(timezone.utc))
-    ModeratedComment.objects.filter(pk=_record(comment).pk).update(state=ModeratedComment.State.HIDDEN)
     if hidden:
+        ModeratedComment.objects.filter(pk=record.pk).update(state=ModeratedComment.State.HIDDEN)
         _audit(actor=actor, action=AuditEntry.Action.HIDE, comment=comment, reason=reason)
         _changed(comment.sku)
     return hidden
@@ -84,9 +85,10 @@ def comment_hide(*, comment_id: str, actor, reason: str) -> bool:
 def comment_unhide(*, comment_id: str, actor, reason: str) -> bool:
     """Show a hidden comment again, in its old place; False if it was not hidden."""
     comment = _stored(comment_id)
+    record = _record(comment)
     shown = table.unhide(comment)
-    ModeratedComment.objects.filter(pk=_record(comment).pk).update(state=ModeratedComment.State.SHOWN)
     if shown:
+        ModeratedComment.objects.filter(pk=record.pk).update(state=ModeratedComment.State.SHOWN)
         _audit(actor=actor, action=AuditEntry.Action.UNHIDE, comment=comment, reason=reason)
         _changed(comment.sku)
     return shown

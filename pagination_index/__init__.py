@@ -16,6 +16,7 @@ import threading
 from django.utils.connection import BaseConnectionHandler, ConnectionProxy
 from django.utils.module_loading import import_string
 
+from metrics import instrument_index
 from pagination_index.backends.base import Add, BaseIndex, Entry, IndexUnavailable, InvalidIndexBackendError, Op, Remove
 from pagination_index.capacity import ReadBudget
 from pagination_index.progress import Progress
@@ -45,7 +46,7 @@ def _load(config: dict, base: type, error: type, what: str):
 
 
 def load_backend(config: dict) -> BaseIndex:
-    return _load(config, BaseIndex, InvalidIndexBackendError, "pagination index backend")
+    return instrument_index(_load(config, BaseIndex, InvalidIndexBackendError, "pagination index backend"))
 
 
 def load_source(config: dict) -> BaseSource:
@@ -67,7 +68,7 @@ class _Handler(BaseConnectionHandler):
     def __init__(self, settings=None):
         super().__init__(settings)
         self._connections = _Made()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a backend made under it may ask for another alias
 
     def __getitem__(self, alias):
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 
+from metrics.lambda_emf import report_batch_metrics
+
 logger = logging.getLogger(__name__)
 
 
@@ -24,6 +26,7 @@ def _setup_django() -> None:
         django.setup()
 
 
+@report_batch_metrics
 def handler(event: dict, context) -> dict:
     _setup_django()
     from django.db import close_old_connections, transaction

@@ -35,9 +35,11 @@ REPLAY_CHUNK = 1000
 
 
 def _lock(groups: Iterable[str], using: str):
-    """Lock the fence rows of `groups` for this transaction (an UPDATE locks rows on PostgreSQL and
-    takes the write lock on SQLite, where SELECT ... FOR UPDATE does nothing)."""
+    """Lock the fence rows of `groups` for this transaction: SELECT ... FOR UPDATE in name order on
+    PostgreSQL (every locker takes rows in the same order, so two cannot deadlock), then an UPDATE,
+    which takes SQLite's write lock (where FOR UPDATE does nothing)."""
     fences = RebuildFence.objects.using(using).filter(group__in=list(groups))
+    list(fences.select_for_update().order_by("group").values_list("pk", flat=True))
     fences.update(owner=F("owner"))
     return fences
 

@@ -19,8 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 def stale_groups_mark(*, groups: Iterable[str], reason: str, using: str) -> list[str]:
-    """Mark `groups` and "*" (groups the index does not hold yet) as needing a rebuild."""
-    names = sorted(set(groups)) + [StaleGroup.ALL]
+    """Mark `groups` as needing a rebuild; ["*"] (StaleGroup.ALL) marks every group in one row."""
+    names = sorted(set(groups))
     now = timezone.now()
     with transaction.atomic(using=using):
         for name in names:

@@ -43,7 +43,7 @@ from pagination_index.leases import (
     leases_take,
     new_owner_id,
 )
-from pagination_index.models import ShardCheckpoint
+from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.sources import BaseSource
 from pagination_index.stale import stale_groups_mark
 
@@ -106,6 +106,7 @@ class PollResult:
     finished_shards: list[str] = field(default_factory=list)
     trimmed: list[str] = field(default_factory=list)  # what was lost, one line per loss
     leased_elsewhere: set[str] = field(default_factory=set)  # shards another consumer holds
+    listing_due: bool = False  # shards finished whose children the next poll's full listing brings
 
 
 @dataclass
@@ -116,6 +117,8 @@ class Turn:
     iterator: str | None
     calls: int = 0
     empties: int = 0
+    lost: bool = False  # a loss was reported in this turn already
+    delivered: bool = False  # records came in this turn
 
 
 class StreamConsumer:
@@ -131,6 +134,9 @@ class StreamConsumer:
     # An open shard may answer empty pages before its records: read on through this many in a row
     # (one, for a shard whose last turn already ended on empty pages).
     empty_reads = 5
+    # Finished shards per poll whose children are asked for alone (ShardFilter CHILD_SHARDS); past
+    # that, the next poll lists the stream in full.
+    child_calls_per_poll = 2
     finished_checkpoint_keep = timedelta(hours=48)
 
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
@@ -201,11 +207,11 @@ class StreamConsumer:
         return self._map
 
     def _children(self, shard_id: str) -> list[dict]:
-        """A finished shard's children, added to the map (one DescribeStream call, not a listing)."""
+        """A finished shard's children (one DescribeStream call, not a listing); new ones join the map."""
         children = [shard for shard in self.describe_shards(ShardFilter={"Type": "CHILD_SHARDS", "ShardId": shard_id})
-                    if shard.get("ParentShardId") == shard_id and shard["ShardId"] not in self._map]
+                    if shard.get("ParentShardId") == shard_id]
         for child in children:
-            self._map[child["ShardId"]] = child
+            self._map.setdefault(child["ShardId"], child)
         return children
 
     def checkpoints(self) -> dict[str, ShardCheckpoint]:
@@ -240,7 +246,7 @@ class StreamConsumer:
 
     def _lost(self, result: PollResult, reason: str) -> None:
         """Records were lost: everything is stale until a full rebuild (one write: the "*" mark)."""
-        stale_groups_mark(groups=(), reason=reason, using=self.database)
+        stale_groups_mark(groups=[StaleGroup.ALL], reason=reason, using=self.database)
         result.trimmed.append(f"{reason}; every group needs `rebuild_index`")
 
     def _trimmed(self, checkpoint: ShardCheckpoint, result: PollResult, what: str) -> None:
@@ -334,6 +340,8 @@ class StreamConsumer:
         shard_map = self._shard_map(checkpoints, result)
         done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
         pending = [shard for shard in shard_map.values() if shard["ShardId"] not in done]
+        listed = set(shard_map)
+        queued = listed | done  # shards this poll has met: a child already listed is not queued twice
 
         def ready(shard):
             parent = shard.get("ParentShardId")
@@ -360,7 +368,17 @@ class StreamConsumer:
                         elif turn.checkpoint.finished:
                             done.add(turn.checkpoint.shard_id)
                             result.finished_shards.append(turn.checkpoint.shard_id)
-                            pending += self._children(turn.checkpoint.shard_id)
+                            if len(result.finished_shards) > self.child_calls_per_poll:
+                                # Many shards closed at once (a roll-over): one full listing next poll
+                                # costs a call per 100 shards, not one per shard.
+                                self._map_due, result.listing_due = 0.0, True
+                                continue
+                            children = self._children(turn.checkpoint.shard_id)
+                            if not children:  # none listed (yet, or trimmed away): list afresh next poll
+                                self._map_due, result.listing_due = 0.0, True
+                            if turn.checkpoint.shard_id in listed:  # one generation per poll: bounded work
+                                pending += [c for c in children if c["ShardId"] not in queued]
+                                queued.update(c["ShardId"] for c in children)
             finally:
                 for future in running:
                     future.cancel()
@@ -409,8 +427,15 @@ class StreamConsumer:
                 return turn.calls < self.shard_budget
             if code == "TrimmedDataAccessException":
                 self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
-                turn.iterator = None
+                turn.iterator, turn.lost = None, True
                 return turn.calls < self.shard_budget
+            if code == "ResourceNotFoundException":  # the shard is gone: AWS removes one only past the retention
+                if not turn.lost:
+                    self._trimmed(checkpoint, result, "the shard expired from the stream with records")
+                ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
+                    finished=True, lease_owner="", lease_expires_at=None, updated_at=timezone.now())
+                checkpoint.finished = True
+                return False
             raise
         records = response.get("Records", [])
         next_iterator = response.get("NextShardIterator")
@@ -423,11 +448,14 @@ class StreamConsumer:
                 return False
             turn.iterator = next_iterator
             if records:
-                turn.empties = 0
+                turn.empties, turn.delivered = 0, True
                 self._idle.discard(shard_id)
             else:
                 turn.empties += 1
-            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle)
+            # Empty pages are read through only before a shard's first records in the turn: after
+            # records, an empty page most likely means the end, and the next poll comes soon.
+            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle
+                                              or turn.delivered)
             if out_of_empties or turn.calls >= self.shard_budget:
                 if out_of_empties:
                     self._idle.add(shard_id)
@@ -499,7 +527,9 @@ class StreamConsumer:
                 if on_poll:
                     on_poll(result)
                 if once:
-                    if not result.records and not result.finished_shards and not maintained:
+                    # A poll that applied nothing and left no listing to make is at the end (shards
+                    # that roll over empty do not keep it going).
+                    if not result.records and not maintained and not result.listing_due:
                         break
                     continue
                 # A poll reads every shard to its current end, so now we are caught up: wait, rather

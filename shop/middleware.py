@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 
 from comments.table.client import StoreUnavailable
+from metrics import cache_lookup, observe_request
 from pagination_index import IndexUnavailable
 from shop.errors import request_too_large
 from shop.logs import current_request_id
@@ -49,6 +50,7 @@ class RequestLogMiddleware:
         request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         current_request_id.set(request.request_id)
         response = self.get_response(request)
+        observe_request(request, response, time.perf_counter() - started)
         response[REQUEST_ID_HEADER] = request.request_id
         fields = {
             "request_id": request.request_id,
@@ -206,6 +208,7 @@ class MicroCacheMiddleware:
                bool(re_accepts_gzip.search(meta.get("HTTP_ACCEPT_ENCODING", ""))))
         now = time.monotonic()
         entry = self.entries.get(key)
+        cache_lookup("micro", entry is not None and entry[0] > now)
         if entry is not None and entry[0] > now:
             return self.replay(request, entry)
         response = self.get_response(request)

@@ -3,6 +3,7 @@ from django.urls import include, path, re_path
 
 from comments import api as comment_api
 from comments import views as comment_views
+from metrics.views import metrics
 from moderation import views as moderation_views
 from shop import views
 
@@ -11,6 +12,7 @@ urlpatterns = [
     path("products/<str:sku>/", comment_views.product_detail, name="product-detail"),
     path("robots.txt", views.robots_txt, name="robots-txt"),
     path("favicon.ico", views.favicon, name="favicon"),
+    path("metrics", metrics, name="metrics"),  # Prometheus (metrics/), for METRICS_ALLOWED_IPS only
     path("sitemap.xml", views.sitemap_index, name="sitemap"),
     path("sitemap-<slug:section>.xml", views.sitemap_section, name="sitemap-section"),
     path("products/<str:sku>/comments/", comment_views.comment_post, name="comment-post"),

@@ -101,6 +101,43 @@ def strict_dynamodb_settings(strict_endpoint, monkeypatch):
         yield config
 
 
+# The emulated stream and lagging GSIs (issue 28): options every test starts from.
+AWS_STREAM_DEFAULTS = {"shards": 1, "rollover_seconds": 4 * 3600, "empty_page_rate": 0, "retention_seconds": 86400,
+                       "iterator_seconds": 900, "describe_per_second": 10, "get_records_per_second": 5,
+                       "readers_per_shard": 2}
+
+
+@pytest.fixture(scope="session")
+def aws_stream_endpoint(dynamodb_local, tmp_path_factory):
+    """A strict endpoint whose stream behaves like AWS's (stack/strict_endpoint/streams.py) and whose
+    GSIs can lag (gsi_lag.py); `configure_hook("streams", ...)` / `("gsi_view", lag_seconds=L)`."""
+    from stack.strict_endpoint import StrictEndpoint
+
+    folder = tmp_path_factory.mktemp("aws-stream-endpoint")
+    config = {"creating_seconds": 0,
+              "streams": {"class": "stack.strict_endpoint.streams.EmulatedStreams", "options": {"seed": 28}},
+              "gsi_view": {"class": "stack.strict_endpoint.gsi_lag.LaggingGsiView", "options": {}}}
+    endpoint = StrictEndpoint(dynamodb_local.endpoint_url, config=config, state_dir=folder,
+                              log_path=folder / "endpoint.log").start()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture
+def aws_stream_settings(aws_stream_endpoint, monkeypatch):
+    """Like strict_dynamodb_settings, on `aws_stream_endpoint`, its stream and GSI lag at their defaults
+    (one shard that never rolls over, no empty pages, no lag). Request it before `comments_table`."""
+    from django.conf import settings
+
+    aws_stream_endpoint.reset()
+    aws_stream_endpoint.configure_hook("streams", **AWS_STREAM_DEFAULTS)
+    aws_stream_endpoint.configure_hook("gsi_view", lag_seconds=0)
+    _strict_environment(monkeypatch, aws_stream_endpoint)
+    config = dict(settings.DYNAMODB, ENDPOINT_URL=aws_stream_endpoint.url)
+    with override_settings(DYNAMODB=config):
+        yield aws_stream_endpoint
+
+
 def _table(dynamodb_settings):
     """A table of its own on whatever endpoint settings.DYNAMODB names now (the strict one when a test
     asked for strict_dynamodb_settings first)."""

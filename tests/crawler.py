@@ -46,8 +46,9 @@ def path_and_query(url: str) -> str:
 
 
 def crawl(client, start: str = "http://testserver/", limit: int = 2_000) -> dict[str, dict]:
-    """Breadth-first from `start`, following <a href> links on the same host, never a <link>.
-    Returns url -> {status, page (parsed), html, links (absolute a-hrefs)}."""
+    """Breadth-first from `start`, following <a href> links on the same host, never a <link>, nor an
+    <a rel="nofollow"> (each comment's report link: robots.txt keeps crawlers out of it as well).
+    Returns url -> {status, page (parsed), html, links (absolute a-hrefs followed)}."""
     host = urlsplit(start).netloc
     seen, queue, results = {start}, deque([start]), {}
     while queue and len(results) < limit:
@@ -55,7 +56,8 @@ def crawl(client, start: str = "http://testserver/", limit: int = 2_000) -> dict
         response = client.get(path_and_query(url))
         html = response.content.decode() if response.status_code == 200 else ""
         page = parse(html)
-        links = [urljoin(url, link["href"]) for link in page["links"] if link["tag"] == "a"]
+        links = [urljoin(url, link["href"]) for link in page["links"]
+                 if link["tag"] == "a" and "nofollow" not in (link.get("rel") or "").split()]
         results[url] = {"status": response.status_code, "page": page, "html": html, "links": links}
         for link in links:
             link = link.split("#")[0]

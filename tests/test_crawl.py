@@ -47,6 +47,10 @@ def test_crawler_reaches_every_comment_once_within_robots(client, crawl_site):
     disallowed = {link for r in results.values() for link in r["links"]
                   if link.startswith("http://testserver/") and not robots_allows(rules, path_and_query(link))}
     assert disallowed == set()
+    # The one kind of link left out: each comment's report link, rel="nofollow" and disallowed by robots.txt.
+    report_links = re.findall(r'<a class="report" href="([^"]+)" rel="nofollow">', results[
+        "http://testserver/products/CRAWL-ONE/"]["html"])
+    assert len(report_links) == 1 and not robots_allows(rules, report_links[0])
 
     for url, r in results.items():
         assert r["page"]["canonical"] == url, url

@@ -31,6 +31,7 @@ from botocore.utils import get_environ_proxies
 from aws import REQUEST_ID_HEADER
 from aws.parsers import may_hold_binary
 from aws.retries import Backoff
+from metrics import dynamodb_call
 from shop.logs import current_request_id
 
 TARGET_PREFIX = "DynamoDB_20120810."
@@ -116,10 +117,12 @@ class DirectReads:
                 failure = EndpointConnectionError(endpoint_url=self.url, error="CRC32 mismatch")
                 continue
             if status == 200:
+                dynamodb_call("Query", None, attempt)
                 return self._parse(status, answer.headers, body) if may_hold_binary(body) else json.loads(body)
             parsed = self._parse(status, answer.headers, body)
             code = parsed.get("Error", {}).get("Code", "")
             failure = self.client.exceptions.from_code(code)(parsed, "Query")
+            dynamodb_call("Query", code, attempt)
             if status < 500 and code not in RETRYABLE_CODES:
                 raise failure
         raise failure

@@ -31,6 +31,7 @@ import asyncio
 import bisect
 import copy
 import hashlib
+import logging
 import random
 import time
 from collections import deque
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field
 
 from stack.strict_endpoint.upstream import UpstreamError
 
+logger = logging.getLogger("stack.strict_endpoint.streams")
 DEFAULTS = {
     "shards": 1,  # open shards the stream grows to (it never shrinks: AWS merges no DynamoDB shards)
     "rollover_seconds": 4 * 3600.0,
@@ -233,6 +235,8 @@ class EmulatedStreams:
         self.sequence = FIRST_SEQUENCE
         self.chains = 0
         self.shard_clock = 0
+        self.known: set[str] = set()  # stream ARNs taken in continuously
+        self._pumping: asyncio.Task | None = None
 
     def configure(self, options: dict) -> dict:
         unknown = set(options) - set(DEFAULTS)
@@ -263,7 +267,29 @@ class EmulatedStreams:
                 for arn, stream in self.streams.items()}
 
     def table_description(self, description: dict) -> None:
-        """LatestStreamArn stays DynamoDB Local's: a re-created table gets a new one there too."""
+        """LatestStreamArn stays DynamoDB Local's (a re-created table gets a new one there too); the
+        stream is taken in from now on, so its records arrive (and age) as they are written, whether
+        anyone reads them or not."""
+        arn = description.get("LatestStreamArn")
+        if arn and arn not in self.known:
+            self.known.add(arn)
+            if self._pumping is None or self._pumping.done():
+                self._pumping = asyncio.get_running_loop().create_task(self._pump_forever())
+
+    async def _pump_forever(self) -> None:
+        while self.known:
+            for arn in list(self.known):
+                try:
+                    stream = await self._stream(arn)
+                except UpstreamError:  # the table went before its stream was ever read
+                    self.known.discard(arn)
+                    continue
+                except Exception:
+                    logger.exception("taking in %s failed", arn)
+                    continue
+                if stream.disabled:
+                    self.known.discard(arn)
+            await asyncio.sleep(max(float(self.options["pump_seconds"]), 0.1))
 
     async def handle(self, operation: str, params: dict) -> tuple[int, dict]:
         try:

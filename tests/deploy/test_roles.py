@@ -12,6 +12,7 @@ from django.test import Client, override_settings
 
 from comments.table.client import dynamodb, dynamodbstreams
 from comments.table.schema import delete_tables
+from moderation import services
 from tests import factories
 from tests.deploy.aws_actions import ungranted, unused_grants
 from tests.deploy.roles import as_component, install_roles
@@ -41,6 +42,7 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
             with as_component(keys, "operator"):
                 call_command("rebuild_index", product=[SKU], verbosity=0)
                 call_command("verify_index", verbosity=0)
+                call_command("erase_comments", ids=[comments[5].pk], verbosity=0)
                 denied(lambda: dynamodb().put_item(TableName=table, Item={"PK": {"S": "x"}, "SK": {"S": "y"}}))
 
             with as_component(keys, "web"):
@@ -52,8 +54,14 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
                 assert browser.get(posted["Location"]).status_code == 200
                 page = browser.get(f"/products/{SKU}/?page=12").content.decode()
                 assert f'id="comment-{comments[221].pk}"' in page
+                # The staff screen's moderation (moderation.services): hide, show again, delete.
+                assert services.comment_hide(comment_id=comments[3].pk, actor=None, reason="roles")
+                assert services.comment_unhide(comment_id=comments[3].pk, actor=None, reason="roles")
+                assert services.comment_delete(comment_id=comments[4].pk, actor=None, reason="roles")
                 denied(lambda: dynamodb().scan(TableName=table, Limit=1))
-                denied(lambda: dynamodb().delete_item(TableName=table, Key={"PK": {"S": "x"}, "SK": {"S": "y"}}))
+                denied(lambda: dynamodb().batch_write_item(RequestItems={table: [
+                    {"PutRequest": {"Item": {"PK": {"S": "x"}, "SK": {"S": "y"}}}}]}))
+                denied(lambda: dynamodb().update_table(TableName=table, DeletionProtectionEnabled=False))
                 denied(lambda: dynamodb().query(TableName="another-table", KeyConditionExpression="PK = :p",
                                                 ExpressionAttributeValues={":p": {"S": "x"}}))
                 denied(lambda: dynamodbstreams().list_streams(TableName=table))

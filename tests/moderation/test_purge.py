@@ -68,3 +68,17 @@ def test_a_failing_purge_is_logged_and_the_hide_stands(comments, receiver, setti
     assert services.comment_hide(comment_id=comments[0].pk, actor=admin_user, reason="x")
     assert len(received) == 1 and "purge hook moderation.purge.webhook failed" in caplog.text
 
+
+
+@pytest.mark.parametrize("hook, url, ids", [
+    ("", "", []),
+    ("moderation.purge.webhook", "http://127.0.0.1:9/purge", []),
+    ("moderation.purge.no_such_hook", "", ["moderation.E001"]),
+    ("moderation.purge.TAG_HEADERS", "", ["moderation.E001"]),  # not callable
+    ("moderation.purge.webhook", "", ["moderation.E002"]),
+])
+def test_the_purge_hook_setting_is_checked(settings, hook, url, ids):
+    from moderation.apps import check_purge_hook
+
+    settings.MODERATION_PURGE_HOOK, settings.MODERATION_PURGE_WEBHOOK_URL = hook, url
+    assert [error.id for error in check_purge_hook()] == ids

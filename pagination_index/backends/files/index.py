@@ -363,7 +363,7 @@ class FileIndex(NetWriteIndex):
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
         """Bulk build: write the sorted generation directly, no log. The group's entries are held
-        once in memory to pick its record layout (about 100 bytes an entry while building)."""
+        once in memory (a dict) to pick its record layout and sort them: docs/scaling.md."""
         latest = dict(entries)
         layout, size = fmt.layout_for(latest)
         if layout == fmt.UUID24:

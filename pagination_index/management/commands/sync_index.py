@@ -6,6 +6,7 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError
 from django.utils import timezone
 
+from metrics import stream as stream_metrics
 from pagination_index import get_index, get_source
 from pagination_index.leases import lease_release
 from pagination_index.management import ReportingCommand, reports_unavailable, stream_arn
@@ -55,7 +56,11 @@ class Command(ReportingCommand):
         consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
                                   stop_event=stop, lease_seconds=lease_seconds, workers=workers)
 
+        if settings.SYNC_INDEX_METRICS_PORT:
+            stream_metrics.serve(settings.SYNC_INDEX_METRICS_PORT)
+
         def report(result):
+            stream_metrics.observe_poll(result, consumer)
             for loss in result.trimmed:
                 self.stderr.write(self.style.ERROR(f"STREAM RECORDS LOST: {loss}"))
             if result.records:

@@ -1,0 +1,351 @@
+"""The stream consumers on a stream shaped like AWS's (issue 28's targets).
+
+    .venv/bin/python -m bench.streams [--writes N] [--max-shards S] [--rollover-seconds T] [--smoke]
+
+DynamoDB Local behind the strict endpoint with its emulated stream (stack/strict_endpoint/streams.py):
+shards roll over every T seconds, the stream grows from 1 to 8 shards and then to S, 30% of GetRecords
+pages from open shards are empty. A writer makes N mixed writes (inserts 60%, deletes 15%, rating
+changes 15%, moves to another product 10%) over 12 products.
+
+1. `sync_index`: two `manage.py sync_index` processes (active and standby, each with credentials of its
+   own so the endpoint's log tells their calls apart) follow the stream; the active one is SIGKILLed
+   twice while the writes go on and started again. Measured: apply lag of sampled inserts (written ->
+   present in the index, p50/p99), records per second, DescribeStream calls per consumer per 10 s in
+   the steady part (after the last split), then `verify_index` (clean or not) and the stale marks.
+2. Lambda: the same write mix through `stack/lambda_driver.py` (8 shards, one invocation per shard at
+   a time), then `verify_index`.
+
+The index is the relational backend, on PostgreSQL when it answers on 127.0.0.1:5432 (a throw-away
+database), else SQLite (lag is read from its table). Figures are printed and
+saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTS = [f"S-{n:02d}" for n in range(12)]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench.streams", description=__doc__.split("\n")[0])
+    parser.add_argument("--writes", type=int, default=20_000)
+    parser.add_argument("--max-shards", type=int, default=120)
+    parser.add_argument("--rollover-seconds", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=200.0, help="writes per second")
+    parser.add_argument("--smoke", action="store_true", help="600 writes, 1 -> 4 -> 12 shards, roll-over every 5 s")
+    parser.add_argument("--skip-lambda", action="store_true")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.writes, args.max_shards, args.rollover_seconds, args.rate = 600, 12, 5.0, 100.0
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    load_at_start = os.getloadavg()
+    from stack.dynamodb_local import DynamoDBLocal
+    from stack.strict_endpoint import StrictEndpoint
+
+    with tempfile.TemporaryDirectory() as tmp_name, DynamoDBLocal() as dynamodb:
+        tmp = Path(tmp_name)
+        config = {"creating_seconds": 0, "streams": {
+            "class": "stack.strict_endpoint.streams.EmulatedStreams",
+            "options": {"seed": 28, "rollover_seconds": args.rollover_seconds, "empty_page_rate": 0.3}}}
+        with StrictEndpoint(dynamodb.endpoint_url, config=config, log_path=tmp / "endpoint.log") as endpoint:
+            database = _database(tmp)
+            env = {**os.environ, **endpoint.env(), "DJANGO_SETTINGS_MODULE": "shop.settings",
+                   "DATABASE_URL": database, "PAGINATION_INDEX_BACKEND": "relational",
+                   "COMMENTS_TABLE": f"bench-streams-{uuid.uuid4().hex[:8]}", "SYNC_INDEX_POLL_SECONDS": "0.5",
+                   "SYNC_INDEX_LEASE_SECONDS": "5", "DJANGO_SECRET_KEY": "bench-only-not-secret"}
+            os.environ.update(env)
+            import django
+
+            django.setup()
+            from django.core.management import call_command
+
+            call_command("migrate", verbosity=0)
+            call_command("create_tables", verbosity=0)
+            try:
+                report = {"sync_index": run_sync(args, endpoint, env, tmp)}
+                if not args.skip_lambda:
+                    report["lambda"] = run_lambda(args, endpoint)
+            finally:
+                _drop(database)
+    from bench.common import machine_info, stamp, write_json
+
+    report["settings"] = {"writes": args.writes, "max_shards": args.max_shards,
+                          "rollover_seconds": args.rollover_seconds, "rate": args.rate, "empty_page_rate": 0.3,
+                          "index": "relational/" + ("postgresql" if report_db_is_pg(os.environ["DATABASE_URL"]) else "sqlite")}
+    report["machine"] = machine_info({}, load_at_start, "shared machine: 2 cores, other helpers' tests running")
+    print_report(report)
+    path = write_json("streams", args.smoke, stamp(), report)
+    print(f"saved {path.relative_to(ROOT)}")
+    clean = report["sync_index"]["verify_clean"] and report.get("lambda", {}).get("verify_clean", True)
+    return 0 if clean else 1
+
+
+POSTGRES = "postgres://postgres@127.0.0.1:5432"
+
+
+def _database(tmp: Path) -> str:
+    """A throw-away PostgreSQL database when the server answers (two consumer processes and a lag
+    watcher share it), else SQLite in WAL mode."""
+    try:
+        import psycopg
+
+        name = f"bench_streams_{os.getpid()}"
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=2) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return f"{POSTGRES}/{name}"
+    except Exception:
+        return f"sqlite:///{tmp / 'bench.sqlite3'}"
+
+
+def _drop(database: str) -> None:
+    if not report_db_is_pg(database):
+        return
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def report_db_is_pg(database: str) -> bool:
+    return database.startswith("postgres")
+
+
+# --- writes ---------------------------------------------------------------------------------------
+class Writer(threading.Thread):
+    """Mixed writes at `rate` per second; remembers when each sampled insert was written."""
+
+    def __init__(self, count: int, rate: float, seed: int, on_progress=None):
+        super().__init__(daemon=True)
+        self.count, self.rate, self.rng = count, rate, random.Random(seed)
+        self.on_progress = on_progress
+        self.samples: dict[str, float] = {}  # PK -> write time
+        self.done = 0
+
+    def run(self):
+        from comments.services import comment_create
+        from comments.table.client import dynamodb
+        from comments.table.keys import table_name
+
+        live: list = []
+        started = time.monotonic()
+        for n in range(self.count):
+            kind = self.rng.random()
+            if kind < 0.6 or len(live) < 20:
+                comment = comment_create(sku=self.rng.choice(PRODUCTS), author="bench", rating=self.rng.randint(1, 5),
+                                         body="stream bench")
+                live.append(comment)
+                if n % 10 == 0:
+                    self.samples[comment.pk] = time.time()
+            else:
+                comment = live.pop(self.rng.randrange(len(live)))
+                key = {"PK": {"S": comment.pk}, "SK": {"S": comment.sk}}
+                if kind < 0.75:
+                    self.samples.pop(comment.pk, None)  # it may never be in the index: not a lag sample
+                    dynamodb().delete_item(TableName=table_name(), Key=key)
+                elif kind < 0.9:
+                    rating = self.rng.randint(1, 5)
+                    dynamodb().update_item(TableName=table_name(), Key=key,
+                                           UpdateExpression="SET rating = :r, PK2R = :g",
+                                           ExpressionAttributeValues={":r": {"N": str(rating)},
+                                                                      ":g": {"S": f"{comment.sku}/{rating}"}})
+                    live.append(comment)
+                else:
+                    sku = self.rng.choice(PRODUCTS)
+                    dynamodb().update_item(TableName=table_name(), Key=key, UpdateExpression="SET PK2 = :s, PK2R = :g",
+                                           ExpressionAttributeValues={":s": {"S": sku},
+                                                                      ":g": {"S": f"{sku}/{comment.rating}"}})
+                    live.append(dataclasses.replace(comment, sku=sku))
+            self.done = n + 1
+            if self.on_progress:
+                self.on_progress(self.done)
+            delay = started + (n + 1) / self.rate - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+
+
+class LagWatcher(threading.Thread):
+    """Polls the relational index for the sampled inserts: lag = present - written."""
+
+    def __init__(self, writer: Writer):
+        super().__init__(daemon=True)
+        self.writer, self.lags, self.stop = writer, {}, threading.Event()
+
+    def run(self):
+        from django.db import connection
+
+        from pagination_index.models import IndexEntry
+
+        while not self.stop.wait(0.1):
+            pending = [pk for pk in list(self.writer.samples) if pk not in self.lags]
+            if pending:
+                now = time.time()
+                for pk in IndexEntry.objects.filter(member__in=pending).values_list("member", flat=True).distinct():
+                    written = self.writer.samples.get(pk)
+                    if written is not None:
+                        self.lags[pk] = now - written
+        connection.close()
+
+
+# --- 1. sync_index ---------------------------------------------------------------------------------
+def run_sync(args, endpoint, env, tmp: Path) -> dict:
+    keys = {name: endpoint.add_credentials() for name in ("active", "standby")}
+
+    def start(name):
+        key, secret = keys[name]
+        log = open(tmp / f"sync-{name}.log", "ab")
+        return subprocess.Popen([sys.executable, "manage.py", "sync_index", "-v", "0"], cwd=ROOT, stdout=log,
+                                stderr=subprocess.STDOUT,
+                                env={**env, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret})
+
+    consumers = {"active": start("active")}
+    time.sleep(1.0)  # the active one takes the leases first
+    consumers["standby"] = start("standby")
+    phases = {int(args.writes * 0.15): 8, int(args.writes * 0.4): args.max_shards}
+    kills = {int(args.writes * 0.3), int(args.writes * 0.7)}
+    state = {"steady_from": None, "killed": 0}
+
+    def on_progress(done):
+        if done in phases:
+            endpoint.configure_hook("streams", shards=phases[done])
+            if phases[done] == args.max_shards:
+                state["steady_from"] = time.time() + 5
+        if done in kills:
+            consumers["active"].send_signal(signal.SIGKILL)
+            consumers["active"].wait()
+            state["killed"] += 1
+            consumers["active"] = start("active")
+
+    writer = Writer(args.writes, args.rate, seed=1, on_progress=on_progress)
+    watcher = LagWatcher(writer)
+    started = time.time()
+    watcher.start()
+    writer.start()
+    writer.join()
+    written = time.time()
+    deadline = time.time() + 120
+    while time.time() < deadline and set(writer.samples) - set(watcher.lags):
+        time.sleep(0.5)
+    caught_up = time.time()
+    time.sleep(3)  # deletes and moves after the last sampled insert
+    watcher.stop.set()
+    ended = time.time()
+    describes = _describe_rates(endpoint, keys, state["steady_from"] or written, ended)
+    for process in consumers.values():
+        process.send_signal(signal.SIGTERM)
+    for process in consumers.values():
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    verify = subprocess.run([sys.executable, "manage.py", "verify_index", "--recheck-seconds", "3"], cwd=ROOT,
+                            env=env, capture_output=True, text=True)
+    from pagination_index.models import StaleGroup
+
+    lags = sorted(watcher.lags.values())
+    status = endpoint.hook_status("streams")
+    return {
+        "writes": writer.done, "write_seconds": round(written - started, 1),
+        "sampled_inserts": len(writer.samples), "sampled_applied": len(set(writer.samples) & set(watcher.lags)),
+        "apply_lag_p50_s": _pct(lags, 50), "apply_lag_p99_s": _pct(lags, 99), "apply_lag_max_s": _pct(lags, 100),
+        "records_per_second": round(writer.done / max(caught_up - started, 1e-9), 1),
+        "sigkills": state["killed"], "stream": status,
+        "describe_stream_per_10s_steady": describes,
+        "verify_clean": verify.returncode == 0, "verify_output": verify.stdout.strip().splitlines()[-3:],
+        "stale_marks": list(StaleGroup.objects.values_list("group", flat=True)),
+    }
+
+
+def _describe_rates(endpoint, keys, since: float, until: float) -> dict:
+    entries = [e for e in endpoint.requests() if e.get("operation") == "DescribeStream" and since <= e["at"] <= until]
+    seconds = max(until - since, 1e-9)
+    return {name: round(sum(1 for e in entries if e.get("key_id") == key) / seconds * 10, 2)
+            for name, (key, _) in keys.items()} | {"seconds_observed": round(seconds, 1)}
+
+
+# --- 2. Lambda --------------------------------------------------------------------------------------
+def run_lambda(args, endpoint) -> dict:
+    from django.core.management import call_command
+
+    from comments.table.client import dynamodbstreams
+    from comments.table.schema import create_tables, delete_tables
+    from pagination_index.aws_lambda import handler
+    from pagination_index.models import IndexEntry, IndexGroup
+    from stack.lambda_driver import EventSourceMapping
+
+    delete_tables()
+    create_tables()
+    IndexEntry.objects.all().delete()
+    IndexGroup.objects.all().delete()
+    endpoint.configure_hook("streams", shards=8, rollover_seconds=args.rollover_seconds)
+    arn = get_stream_arn()
+    writer = Writer(args.writes, args.rate, seed=2)
+    watcher = LagWatcher(writer)
+    started = time.time()
+    with EventSourceMapping(client=dynamodbstreams(), stream_arn=arn, handler=handler, batch_size=100,
+                            batching_window=0.5, max_retries=5) as mapping:
+        watcher.start()
+        writer.start()
+        writer.join()
+        mapping.drain(timeout=300, quiet=3)
+    watcher.stop.set()
+    ended = time.time()
+    import io
+
+    out = io.StringIO()
+    try:
+        call_command("verify_index", recheck_seconds=2, stdout=out, stderr=out)
+        clean = True
+    except Exception:
+        clean = False
+    lags = sorted(watcher.lags.values())
+    return {"writes": writer.done, "shards": 8, "invocations": mapping.stats.invocations,
+            "records_per_second": round(mapping.stats.records / max(ended - started, 1e-9), 1),
+            "apply_lag_p50_s": _pct(lags, 50), "apply_lag_p99_s": _pct(lags, 99),
+            "discarded_batches": mapping.stats.discarded_batches, "verify_clean": clean,
+            "verify_output": out.getvalue().strip().splitlines()[-3:]}
+
+
+def get_stream_arn() -> str:
+    from pagination_index import get_source
+
+    return get_source().stream_arn()
+
+
+def _pct(values: list[float], pct: int):
+    if not values:
+        return None
+    if pct >= 100:
+        return round(values[-1], 3)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[pct - 1], 3) if len(values) > 1 else round(values[0], 3)
+
+
+def print_report(report: dict) -> None:
+    for part in ("sync_index", "lambda"):
+        if part in report:
+            print(f"-- {part}")
+            for key, value in report[part].items():
+                print(f"  {key}: {value}")
+    print(f"load average: start {report['machine']['load_average_at_start']}, end {report['machine']['load_average_at_end']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Prometheus metrics of the shop (prometheus_client): the web processes' requests, index calls,
+DynamoDB calls and caches, and sync_index's stream consumption (docs/deploy-aws.md, "Metrics").
+
+Under gunicorn, PROMETHEUS_MULTIPROC_DIR (set by gunicorn.conf.py) makes every worker write its
+values to files there, and /metrics (metrics.views) adds up all workers' files; sync_index serves its
+own registry on SYNC_INDEX_METRICS_PORT. The stream Lambda reports through CloudWatch instead
+(metrics.lambda_emf).
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+
+from prometheus_client import Counter, Gauge, Histogram
+
+# Pages take milliseconds; a slow DynamoDB or index shows in the upper buckets before timeouts do.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+THROTTLES = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
+
+REQUEST_SECONDS = Histogram("shop_request_seconds", "Time to answer a request, by view (URL name) and status.",
+                            ["view", "status"], buckets=LATENCY_BUCKETS)
+INDEX_CALL_SECONDS = Histogram("pagination_index_call_seconds", "Time of a pagination index call.",
+                               ["backend", "method"], buckets=LATENCY_BUCKETS)
+DYNAMODB_CALLS = Counter("shop_dynamodb_calls_total", "DynamoDB and DynamoDB Streams calls, by operation and outcome "
+                         "(ok, throttled, error).", ["operation", "outcome"])
+DYNAMODB_RETRIES = Counter("shop_dynamodb_retries_total", "Attempts botocore retried, by operation.", ["operation"])
+CACHE_LOOKUPS = Counter("shop_cache_lookups_total", "Cache lookups by cache and result (hit, miss).",
+                        ["cache", "result"])
+
+# sync_index's own (served by it, never by the web processes).
+STREAM_RECORDS = Counter("pagination_index_stream_records_total", "Stream records applied to the index.")
+STREAM_APPLY_LAG = Gauge("pagination_index_stream_apply_lag_seconds", "Age of the newest record applied, per shard, "
+                         "when it was applied.", ["shard"], multiprocess_mode="max")
+STREAM_LEASES = Gauge("pagination_index_stream_leases_held", "Shard leases this consumer holds.",
+                      multiprocess_mode="livesum")
+STALE_GROUPS = Gauge("pagination_index_stale_groups", "Groups marked stale (to rebuild).", multiprocess_mode="max")
+
+
+def observe_request(request, response, seconds: float) -> None:
+    match = getattr(request, "resolver_match", None)
+    view = (match.view_name if match else "") or "unmatched"
+    REQUEST_SECONDS.labels(view, str(response.status_code)).observe(seconds)
+
+
+def cache_lookup(cache: str, hit: bool) -> None:
+    CACHE_LOOKUPS.labels(cache, "hit" if hit else "miss").inc()
+
+
+def dynamodb_call(operation: str, error_code: str | None = None, retries: int = 0) -> None:
+    outcome = "ok" if not error_code else "throttled" if error_code in THROTTLES else "error"
+    DYNAMODB_CALLS.labels(operation, outcome).inc()
+    if retries:
+        DYNAMODB_RETRIES.labels(operation).inc(retries)
+
+
+def instrument_client(client):
+    """Count a boto3 client's calls, throttles and retries (botocore's after-call event: the retries
+    botocore made are in the answer's ResponseMetadata.RetryAttempts)."""
+    def after_call(parsed, model, **_):
+        dynamodb_call(model.name, (parsed.get("Error") or {}).get("Code"),
+                      (parsed.get("ResponseMetadata") or {}).get("RetryAttempts", 0))
+
+    client.meta.events.register("after-call", after_call)
+    return client
+
+
+INDEX_METHODS = ("at", "count", "count_newer", "range", "apply", "add_many", "remove_many", "replace")
+
+
+def instrument_index(index):
+    """Time the index's calls by backend and method. The backend's class is wrapped once (not the
+    instance), so what a test patches onto the class still takes effect."""
+    cls = type(index)
+    if "_metrics_timed" not in cls.__dict__:
+        for method in INDEX_METHODS:
+            function = getattr(cls, method, None)
+            if function is not None:
+                if getattr(function, "metrics_timed", False):
+                    function = function.__wrapped__  # a base class's, already timed (and no other wrapper:
+                    # the backends' error funnel, BaseIndex.__init_subclass__, must stay in place)
+                setattr(cls, method, _timed(function, INDEX_CALL_SECONDS.labels(cls.__name__, method)))
+        cls._metrics_timed = True
+    return index
+
+
+def _timed(function, histogram):
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            histogram.observe(time.perf_counter() - started)
+    timed.metrics_timed = True
+    return timed
+
+
+def record_created(record: dict) -> float:
+    """ApproximateCreationDateTime in epoch seconds: boto3 gives a datetime, Lambda events a number."""
+    created = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
+    if created is None:
+        return time.time()
+    return created.timestamp() if hasattr(created, "timestamp") else float(created)
+
+
