@@ -1,6 +1,7 @@
 """Reading several GSI partitions at once (a rating filter's groups, their fast windows)."""
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Sequence
@@ -21,4 +22,7 @@ def parallel(function: Callable, items: Sequence) -> list:
         with _pool_lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=len(RATINGS), thread_name_prefix="partition")
-    return list(_pool.map(function, items))
+    # Each call runs in a copy of the caller's context, so it carries the page request's id
+    # (aws.tag_request: the strict endpoint counts every attempt of one page request together).
+    calls = [(contextvars.copy_context(), item) for item in items]
+    return list(_pool.map(lambda call: call[0].run(function, call[1]), calls))
