@@ -15,7 +15,8 @@ changes 15%, moves to another product 10%) over 12 products.
 2. Lambda: the same write mix through `stack/lambda_driver.py` (8 shards, one invocation per shard at
    a time), then `verify_index`.
 
-The index is the relational backend on SQLite (lag is read from its table). Figures are printed and
+The index is the relational backend, on PostgreSQL when it answers on 127.0.0.1:5432 (a throw-away
+database), else SQLite (lag is read from its table). Figures are printed and
 saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average.
 """
 from __future__ import annotations
@@ -64,10 +65,11 @@ def main(argv=None) -> int:
             "class": "stack.strict_endpoint.streams.EmulatedStreams",
             "options": {"seed": 28, "rollover_seconds": args.rollover_seconds, "empty_page_rate": 0.3}}}
         with StrictEndpoint(dynamodb.endpoint_url, config=config, log_path=tmp / "endpoint.log") as endpoint:
+            database = _database(tmp)
             env = {**os.environ, **endpoint.env(), "DJANGO_SETTINGS_MODULE": "shop.settings",
-                   "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}", "PAGINATION_INDEX_BACKEND": "relational",
+                   "DATABASE_URL": database, "PAGINATION_INDEX_BACKEND": "relational",
                    "COMMENTS_TABLE": f"bench-streams-{uuid.uuid4().hex[:8]}", "SYNC_INDEX_POLL_SECONDS": "0.5",
-                   "SYNC_INDEX_LEASE_SECONDS": "5"}
+                   "SYNC_INDEX_LEASE_SECONDS": "5", "DJANGO_SECRET_KEY": "bench-only-not-secret"}
             os.environ.update(env)
             import django
 
@@ -76,20 +78,55 @@ def main(argv=None) -> int:
 
             call_command("migrate", verbosity=0)
             call_command("create_tables", verbosity=0)
-            report = {"sync_index": run_sync(args, endpoint, env, tmp)}
-            if not args.skip_lambda:
-                report["lambda"] = run_lambda(args, endpoint)
+            try:
+                report = {"sync_index": run_sync(args, endpoint, env, tmp)}
+                if not args.skip_lambda:
+                    report["lambda"] = run_lambda(args, endpoint)
+            finally:
+                _drop(database)
     from bench.common import machine_info, stamp, write_json
 
     report["settings"] = {"writes": args.writes, "max_shards": args.max_shards,
                           "rollover_seconds": args.rollover_seconds, "rate": args.rate, "empty_page_rate": 0.3,
-                          "index": "relational/sqlite"}
+                          "index": "relational/" + ("postgresql" if report_db_is_pg(os.environ["DATABASE_URL"]) else "sqlite")}
     report["machine"] = machine_info({}, load_at_start, "shared machine: 2 cores, other helpers' tests running")
     print_report(report)
     path = write_json("streams", args.smoke, stamp(), report)
     print(f"saved {path.relative_to(ROOT)}")
     clean = report["sync_index"]["verify_clean"] and report.get("lambda", {}).get("verify_clean", True)
     return 0 if clean else 1
+
+
+POSTGRES = "postgres://postgres@127.0.0.1:5432"
+
+
+def _database(tmp: Path) -> str:
+    """A throw-away PostgreSQL database when the server answers (two consumer processes and a lag
+    watcher share it), else SQLite in WAL mode."""
+    try:
+        import psycopg
+
+        name = f"bench_streams_{os.getpid()}"
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=2) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        return f"{POSTGRES}/{name}"
+    except Exception:
+        return f"sqlite:///{tmp / 'bench.sqlite3'}"
+
+
+def _drop(database: str) -> None:
+    if not report_db_is_pg(database):
+        return
+    import psycopg
+    from django.db import connections
+
+    connections.close_all()
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{database.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def report_db_is_pg(database: str) -> bool:
+    return database.startswith("postgres")
 
 
 # --- writes ---------------------------------------------------------------------------------------
@@ -122,6 +159,7 @@ class Writer(threading.Thread):
                 comment = live.pop(self.rng.randrange(len(live)))
                 key = {"PK": {"S": comment.pk}, "SK": {"S": comment.sk}}
                 if kind < 0.75:
+                    self.samples.pop(comment.pk, None)  # it may never be in the index: not a lag sample
                     dynamodb().delete_item(TableName=table_name(), Key=key)
                 elif kind < 0.9:
                     rating = self.rng.randint(1, 5)
@@ -161,7 +199,9 @@ class LagWatcher(threading.Thread):
             if pending:
                 now = time.time()
                 for pk in IndexEntry.objects.filter(member__in=pending).values_list("member", flat=True).distinct():
-                    self.lags[pk] = now - self.writer.samples[pk]
+                    written = self.writer.samples.get(pk)
+                    if written is not None:
+                        self.lags[pk] = now - written
         connection.close()
 
 
@@ -202,7 +242,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     writer.join()
     written = time.time()
     deadline = time.time() + 120
-    while time.time() < deadline and len(watcher.lags) < len(writer.samples):
+    while time.time() < deadline and set(writer.samples) - set(watcher.lags):
         time.sleep(0.5)
     caught_up = time.time()
     time.sleep(3)  # deletes and moves after the last sampled insert
@@ -224,7 +264,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     status = endpoint.hook_status("streams")
     return {
         "writes": writer.done, "write_seconds": round(written - started, 1),
-        "sampled_inserts": len(writer.samples), "sampled_applied": len(lags),
+        "sampled_inserts": len(writer.samples), "sampled_applied": len(set(writer.samples) & set(watcher.lags)),
         "apply_lag_p50_s": _pct(lags, 50), "apply_lag_p99_s": _pct(lags, 99), "apply_lag_max_s": _pct(lags, 100),
         "records_per_second": round(writer.done / max(caught_up - started, 1e-9), 1),
         "sigkills": state["killed"], "stream": status,
@@ -260,8 +300,10 @@ def run_lambda(args, endpoint) -> dict:
     writer = Writer(args.writes, args.rate, seed=2)
     watcher = LagWatcher(writer)
     started = time.time()
+    from django.db import connections
+
     with EventSourceMapping(client=dynamodbstreams(), stream_arn=arn, handler=handler, batch_size=100,
-                            batching_window=0.5, max_retries=5) as mapping:
+                            batching_window=0.5, max_retries=5, on_poller_exit=connections.close_all) as mapping:
         watcher.start()
         writer.start()
         writer.join()

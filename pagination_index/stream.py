@@ -106,6 +106,7 @@ class PollResult:
     finished_shards: list[str] = field(default_factory=list)
     trimmed: list[str] = field(default_factory=list)  # what was lost, one line per loss
     leased_elsewhere: set[str] = field(default_factory=set)  # shards another consumer holds
+    listing_due: bool = False  # shards finished whose children the next poll's full listing brings
 
 
 @dataclass
@@ -117,6 +118,7 @@ class Turn:
     calls: int = 0
     empties: int = 0
     lost: bool = False  # a loss was reported in this turn already
+    delivered: bool = False  # records came in this turn
 
 
 class StreamConsumer:
@@ -132,6 +134,9 @@ class StreamConsumer:
     # An open shard may answer empty pages before its records: read on through this many in a row
     # (one, for a shard whose last turn already ended on empty pages).
     empty_reads = 5
+    # Finished shards per poll whose children are asked for alone (ShardFilter CHILD_SHARDS); past
+    # that, the next poll lists the stream in full.
+    child_calls_per_poll = 2
     finished_checkpoint_keep = timedelta(hours=48)
 
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
@@ -363,9 +368,14 @@ class StreamConsumer:
                         elif turn.checkpoint.finished:
                             done.add(turn.checkpoint.shard_id)
                             result.finished_shards.append(turn.checkpoint.shard_id)
+                            if len(result.finished_shards) > self.child_calls_per_poll:
+                                # Many shards closed at once (a roll-over): one full listing next poll
+                                # costs a call per 100 shards, not one per shard.
+                                self._map_due, result.listing_due = 0.0, True
+                                continue
                             children = self._children(turn.checkpoint.shard_id)
                             if not children:  # none listed (yet, or trimmed away): list afresh next poll
-                                self._map_due = 0.0
+                                self._map_due, result.listing_due = 0.0, True
                             if turn.checkpoint.shard_id in listed:  # one generation per poll: bounded work
                                 pending += [c for c in children if c["ShardId"] not in queued]
                                 queued.update(c["ShardId"] for c in children)
@@ -438,11 +448,14 @@ class StreamConsumer:
                 return False
             turn.iterator = next_iterator
             if records:
-                turn.empties = 0
+                turn.empties, turn.delivered = 0, True
                 self._idle.discard(shard_id)
             else:
                 turn.empties += 1
-            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle)
+            # Empty pages are read through only before a shard's first records in the turn: after
+            # records, an empty page most likely means the end, and the next poll comes soon.
+            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle
+                                              or turn.delivered)
             if out_of_empties or turn.calls >= self.shard_budget:
                 if out_of_empties:
                     self._idle.add(shard_id)
@@ -514,9 +527,9 @@ class StreamConsumer:
                 if on_poll:
                     on_poll(result)
                 if once:
-                    # A finished shard's children are read in the same poll, so a poll that applied
-                    # nothing is at the end (shards that roll over empty do not keep it going).
-                    if not result.records and not maintained:
+                    # A poll that applied nothing and left no listing to make is at the end (shards
+                    # that roll over empty do not keep it going).
+                    if not result.records and not maintained and not result.listing_due:
                         break
                     continue
                 # A poll reads every shard to its current end, so now we are caught up: wait, rather

@@ -228,16 +228,19 @@ class IdleClosingRelay:
 def test_a_connection_closed_while_idle_is_replaced_not_counted_as_a_failure(comments_table, settings):
     """The Query goes again at once on a new connection: no fallback to botocore, no attempt used up."""
     put_comments(make_comments("READ-6", 3))
+    from django.test import override_settings
+
     relay = IdleClosingRelay(settings.DYNAMODB["ENDPOINT_URL"])
     try:
-        settings.DYNAMODB = {**settings.DYNAMODB, "ENDPOINT_URL": relay.url, "MAX_ATTEMPTS": 1}
-        reads = dynamodb_reads()
-        through_botocore = botocore_sends(reads)
-        query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
-                 "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-6"}}}
-        for _ in range(3):
-            assert len(reads.query(**query)["Items"]) == 3
-        assert through_botocore == [] and relay.connections == 3
+        # Only for this block: the table's teardown must reach DynamoDB Local itself again.
+        with override_settings(DYNAMODB={**settings.DYNAMODB, "ENDPOINT_URL": relay.url, "MAX_ATTEMPTS": 1}):
+            reads = dynamodb_reads()
+            through_botocore = botocore_sends(reads)
+            query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
+                     "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-6"}}}
+            for _ in range(3):
+                assert len(reads.query(**query)["Items"]) == 3
+            assert through_botocore == [] and relay.connections == 3
     finally:
         relay.close()
 

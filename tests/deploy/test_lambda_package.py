@@ -58,12 +58,15 @@ def test_the_unpacked_handler_applies_a_streams_event(package, comments_table, d
     index = DynamoDBIndex(options)
     index.create_table()
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "DJANGO_SETTINGS_MODULE": "shop.settings",
-           "DJANGO_SECRET_KEY": "lambda-" + uuid.uuid4().hex * 2, "SHOP_VAR_DIR": str(tmp_path), "DATABASE_URL": "",
+           "DJANGO_SECRET_KEY": "lambda-" + uuid.uuid4().hex * 2, "SHOP_VAR_DIR": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path / 'site.sqlite3'}",
            "DYNAMODB_ENDPOINT_URL": dynamodb_settings["ENDPOINT_URL"], "COMMENTS_TABLE": comments_table,
            "PAGINATION_INDEX_BACKEND": "dynamodb", "PAGINATION_INDEX_DYNAMODB_TABLE": options["TABLE"],
            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_DEFAULT_REGION": "us-east-1",
            "POWERTOOLS_METRICS_NAMESPACE": "CornerShop", "POWERTOOLS_SERVICE_NAME": "sync-index"}
-    script = ("import json, sys; sys.path.insert(0, '.'); from pagination_index.aws_lambda import handler; "
+    # The site's database, migrated (the operator's `migrate`): the handler reads rebuild fences there.
+    script = ("import json, sys; sys.path.insert(0, '.'); import django; django.setup(); "
+              "from django.core.management import call_command; call_command('migrate', verbosity=0); "
+              "from pagination_index.aws_lambda import handler; "
               f"print(json.dumps(handler(json.load(open({str(tmp_path / 'event.json')!r})), None)))")
     try:
         # -S: no site-packages, so nothing but the unpacked folder and the standard library is importable.

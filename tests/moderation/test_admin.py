@@ -23,9 +23,9 @@ def comments(db, comments_table):
 
 
 @pytest.fixture
-def moderator(db):
+def moderator(moderators):
     user = User.objects.create_user("mia", password="pw-mia-123", is_staff=True)
-    user.groups.add(Group.objects.get(name="Moderators"))
+    user.groups.add(moderators)
     client = Client()
     client.force_login(user)
     return client
@@ -34,6 +34,12 @@ def moderator(db):
 def act(client, action, comments, reason="rule 3"):
     ids = ModeratedComment.objects.filter(comment_id__in=[c.pk for c in comments]).values_list("pk", flat=True)
     return client.post(QUEUE, {"action": action, "_selected_action": list(ids), "reason": reason}, follow=True)
+
+
+def test_the_migration_makes_a_moderators_group_that_may_moderate(db):
+    group = Group.objects.get(name="Moderators")
+    assert sorted(group.permissions.values_list("codename", flat=True)) == [
+        "moderate_comment", "view_auditentry", "view_moderatedcomment", "view_report"]
 
 
 def test_the_queue_shows_the_most_reported_first_and_searches(comments, moderator):

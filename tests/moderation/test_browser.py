@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from moderation.models import AuditEntry, Report
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def site(transactional_db, comments_table, live_server, settings, tmp_path):
+def site(transactional_db, comments_table, live_server, settings, tmp_path, moderators):
     if not nginx_binary():
         service_missing("nginx is not installed (Debian: apt-get install nginx)")
     settings.COMMENTS_FAST_CACHE_SECONDS = 2
@@ -33,7 +33,7 @@ def site(transactional_db, comments_table, live_server, settings, tmp_path):
     comments = factories.seed(SKU, 14, seed=12)
     call_command("rebuild_index", verbosity=0)
     moderator = User.objects.create_user("mia", password="mia-pass-4821", is_staff=True)
-    moderator.groups.add(Group.objects.get(name="Moderators"))
+    moderator.groups.add(moderators)
     User.objects.create_user("sam", password="sam-pass-4821")  # a shopper with an account
     static_root = tmp_path / "static"
     settings.STATIC_ROOT = static_root

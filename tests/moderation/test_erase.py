@@ -2,7 +2,7 @@
 import dataclasses
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -72,10 +72,10 @@ def test_no_match_says_so_and_changes_nothing(comments):
     assert not AuditEntry.objects.filter(action="erase").exists()
 
 
-def test_the_staff_form_previews_then_erases(comments):
+def test_the_staff_form_previews_then_erases(comments, moderators):
     mine, _ = comments
     user = User.objects.create_user("mia", password="x", is_staff=True)
-    user.groups.add(Group.objects.get(name="Moderators"))
+    user.groups.add(moderators)
     client = Client()
     client.force_login(user)
     url = "/admin/moderation/moderatedcomment/erase/"

@@ -19,7 +19,7 @@ from pagination_index.backends.dynamodb import DynamoDBIndex, InvalidIndexWrite
 from tests import factories
 from tests.factories import make_comments
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("strict_dynamodb_settings")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("strict_dynamodb_settings", "cold_reads")]
 
 
 def page(client, sku: str, request_id: str):
