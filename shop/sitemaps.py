@@ -29,7 +29,6 @@ from comments.selectors import (
     product_newest_sk,
     product_page_count,
 )
-from comments.store import parse_sk
 from pagination_index import index
 from shop.models import Product
 
@@ -70,7 +69,7 @@ class ShopPages:
             found = archive_page_lastmods(sku, self.counts.get(sku, 0), page.number, last)
             self._page_lastmods.update({(sku, number): sk for number, sk in found.items()})
         sk = self._page_lastmods.get((sku, page.number))
-        return max(page.product.updated_at, parse_sk(sk)) if sk else page.product.updated_at
+        return product_last_modified(page.product, sk)
 
     def latest_lastmod(self) -> datetime | None:
         return max((self.lastmod(product) for product in self.products), default=None)
