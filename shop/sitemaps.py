@@ -2,11 +2,12 @@
 
 Newest-first numbering: every page of a product changes whenever a comment is added (each one
 shifts all pages and the page count), so every page's lastmod is the product's: its newest
-comment's SK (rank 0 of the index) or the product row's update, whichever is later.
+comment's SK (rank 0 of the index), the product row's update or its last moderation action
+(Product.comments_changed_at), whichever is later.
 
 Stable numbering (COMMENTS_PAGE_NUMBERING=stable): the sitemap lists the archive pages that are
 served (full, not the landing list), and each one's lastmod is its own newest comment's SK (when it
-got its comments) or the product row's update: a post moves the product's lastmod only.
+got its comments) or the product's date as above: a post moves the product's lastmod only.
 """
 from __future__ import annotations
 
