@@ -300,8 +300,10 @@ def run_lambda(args, endpoint) -> dict:
     writer = Writer(args.writes, args.rate, seed=2)
     watcher = LagWatcher(writer)
     started = time.time()
+    from django.db import connections
+
     with EventSourceMapping(client=dynamodbstreams(), stream_arn=arn, handler=handler, batch_size=100,
-                            batching_window=0.5, max_retries=5) as mapping:
+                            batching_window=0.5, max_retries=5, on_poller_exit=connections.close_all) as mapping:
         watcher.start()
         writer.start()
         writer.join()

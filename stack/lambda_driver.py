@@ -50,7 +50,7 @@ class EventSourceMapping:
                  max_retries: int = 3, max_record_age: float | None = None, bisect_on_error: bool = True,
                  report_batch_item_failures: bool = True, on_failure: Path | None = None,
                  starting_position: str = "TRIM_HORIZON", poll_interval: float = 0.25,
-                 shard_refresh_seconds: float = 10.0, region: str = "us-east-1"):
+                 shard_refresh_seconds: float = 10.0, region: str = "us-east-1", on_poller_exit=None):
         self.client, self.stream_arn, self.handler = client, stream_arn, handler
         self.batch_size, self.batching_window = batch_size, batching_window
         self.max_retries, self.max_record_age = max_retries, max_record_age
@@ -58,6 +58,9 @@ class EventSourceMapping:
         self.on_failure = Path(on_failure) if on_failure else None
         self.starting_position, self.poll_interval = starting_position, poll_interval
         self.shard_refresh_seconds, self.region = shard_refresh_seconds, region
+        # Called on a shard's poller thread as it ends, e.g. django.db.connections.close_all: a poller
+        # is an execution environment of its own, and its connections go with it.
+        self.on_poller_exit = on_poller_exit
         self.stop_event = threading.Event()
         self.stats = MappingStats()
         self.finished: set[str] = set()
@@ -154,6 +157,9 @@ class EventSourceMapping:
             if not self.stop_event.is_set():
                 logger.exception("poller of %s failed", shard_id)
                 self.errors.append(exc)
+        finally:
+            if self.on_poller_exit is not None:
+                self.on_poller_exit()
 
     def _read_shard(self, shard_id: str) -> None:
         iterator = self._call(self.client.get_shard_iterator, StreamArn=self.stream_arn, ShardId=shard_id,

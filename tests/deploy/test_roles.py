@@ -28,10 +28,16 @@ def denied(call) -> str:
     return excinfo.value.response["Error"]["Message"]
 
 
-def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dynamodb_settings, strict_endpoint,
-                                                                    aws_actions):
+@pytest.mark.parametrize("backend", ["relational", "dynamodb"])
+def test_each_component_does_its_work_with_its_role_and_nothing_more(backend, strict_dynamodb_settings, strict_endpoint,
+                                                                    aws_actions, settings):
     table = f"comments-{uuid.uuid4().hex[:12]}"
-    keys = install_roles(strict_endpoint, {"CommentsTableName": table, "IndexBackend": "relational"})
+    parameters = {"CommentsTableName": table, "IndexBackend": backend}
+    if backend == "dynamodb":  # the index in a table of its own, which the template makes and its roles name
+        parameters["IndexTableName"] = f"{table}-pidx"
+        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"], "OPTIONS": dict(
+            settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=strict_endpoint.url, TABLE=parameters["IndexTableName"])}
+    keys = install_roles(strict_endpoint, parameters)
     with override_settings(DYNAMODB=dict(strict_dynamodb_settings, TABLE=table)):
         try:
             with as_component(keys, "operator"):
@@ -73,6 +79,8 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
                                                 ExpressionAttributeValues={":p": {"S": "x"}}))
         finally:
             delete_tables()  # with the default key: turning protection off and deleting are no role's
+            if backend == "dynamodb":
+                dynamodb().delete_table(TableName=parameters["IndexTableName"])
 
     calls = aws_actions()
     assert ungranted(calls) == []
@@ -81,6 +89,7 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(strict_dyna
     assert {("web", "dynamodb:Query"), ("web", "dynamodb:PutItem"), ("stream", "dynamodb:GetRecords"),
             ("operator", "dynamodb:CreateTable"), ("operator", "dynamodb:UpdateContinuousBackups")} <= called
     # With the relational index, what the tour leaves unused is what other tests (or AWS) call.
-    leftover = unused_grants(calls, backends=("relational",))
-    assert leftover.get("stream", set()) == set(), leftover
+    leftover = unused_grants(calls, backends=(backend,))
+    # The DynamoDB index's BatchWriteItem: maintain() rewriting a group whose pages shifted too far.
+    assert leftover.get("stream", set()) <= ({"dynamodb:BatchWriteItem"} if backend == "dynamodb" else set()), leftover
 

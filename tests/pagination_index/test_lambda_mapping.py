@@ -7,6 +7,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
 
 from comments.table.client import dynamodbstreams
 from pagination_index.aws_lambda import handler
@@ -27,7 +28,7 @@ def redis_index(settings, redis_index_options):
 def mapping(**kwargs) -> EventSourceMapping:
     kwargs.setdefault("handler", handler)
     return EventSourceMapping(client=dynamodbstreams(), stream_arn=stream_arn(), batch_size=25, batching_window=0.2,
-                              shard_refresh_seconds=1.0, **kwargs)
+                              shard_refresh_seconds=1.0, on_poller_exit=connections.close_all, **kwargs)
 
 
 def group_of(record) -> str:
