@@ -16,6 +16,7 @@ from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.http import HttpResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils import timezone
 from django.utils.http import http_date
 from django.views.decorators.http import condition
 
@@ -37,13 +38,21 @@ def template_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def product_changed_at(product: Product) -> datetime:
+    """When the product's pages last changed other than by a post: its row (the header) or a moderation
+    action (a removal leaves no newer comment to date the pages by). Never later than now: a
+    Last-Modified must not be in the future (RFC 9110, 8.8.2.1), and moderation rounds its time up."""
+    changed = max(product.updated_at, product.comments_changed_at or product.updated_at)
+    return min(changed, timezone.now())
+
+
 def product_last_modified(product: Product, newest_sk: str | None) -> datetime:
     """When a product page last changed: a new comment shifts every page and changes the count;
-    the product row changes the header. (Removals are not dated; the ETag still catches them.)
+    the product row changes the header; a moderation action removes or restores comments.
     For a stable archive page, `newest_sk` is the page's own newest comment: when it got its comments."""
     if newest_sk is None:
-        return product.updated_at
-    return max(product.updated_at, parse_sk(newest_sk))
+        return product_changed_at(product)
+    return max(product_changed_at(product), parse_sk(newest_sk))
 
 
 def page_digest(request, product: Product, page: CommentPage) -> str:

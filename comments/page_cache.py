@@ -184,9 +184,11 @@ class PageCache:
         return product
 
     def forget(self, sku: str) -> None:
-        """Drop a product's windows, counts and newest keys, its rating groups' included."""
+        """Drop a product's windows, counts and newest keys, its rating groups' included, and its row
+        (moderation dates its pages there: Product.comments_changed_at)."""
         keys = [cache_key(kind, group) for group in product_groups(sku) for kind in ("fast", "count", "newest")]
-        cache.delete_many(keys + [f"{key}:stamp" for key in keys if key.startswith("comments:fast:")])
+        stamps = [f"{key}:stamp" for key in keys if key.startswith("comments:fast:")]
+        cache.delete_many(keys + stamps + [cache_key("product", sku)])
 
 
 page_cache = PageCache()

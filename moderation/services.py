@@ -3,7 +3,7 @@ the table, records an audit entry, then makes the change visible everywhere (`_c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable
 
 from django.db import transaction
@@ -14,6 +14,7 @@ from moderation import table
 from moderation.models import AuditEntry, ModeratedComment, Report
 from moderation.purge import purge_product
 from moderation.table import StoredComment
+from shop.models import Product
 
 
 class NoSuchComment(Exception):
@@ -25,7 +26,14 @@ def _changed(sku: str) -> None:
     holds the comment, once the product's windows, counts and newest keys are dropped from Django's
     cache (every process that shares it); deeper pages and counts follow the
     index through the stream; the rendered-HTML cache is keyed by what a page shows, so it has no
-    stale copy; shared caches outside are asked to purge."""
+    stale copy; shared caches outside are asked to purge. The product's pages are dated by the change
+    (Product.comments_changed_at: their Last-Modified and the sitemap's lastmod), so a client that
+    revalidates with If-Modified-Since only gets the new page, not a 304."""
+    # Rounded up to the next whole second: HTTP dates have seconds, and a copy served earlier in
+    # this second carries this second's date, which If-Modified-Since must not match.
+    changed_at = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=1)
+    # update(): the row's updated_at (an edit of the product) stays as it is.
+    Product.objects.filter(sku=sku).update(comments_changed_at=changed_at)
     product_caches_forget(sku)
     purge_product(sku)
 

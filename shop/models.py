@@ -14,6 +14,10 @@ class Product(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # Last-Modified of its pages and lastmod in the sitemap: the page header shows these fields.
     updated_at = models.DateTimeField(auto_now=True)
+    # When moderation last hid, showed again or deleted one of its comments (moderation/services.py):
+    # a removal changes pages without a newer comment to date them, so their Last-Modified and the
+    # sitemap's lastmod take this too. Null: never moderated.
+    comments_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

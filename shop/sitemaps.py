@@ -2,11 +2,12 @@
 
 Newest-first numbering: every page of a product changes whenever a comment is added (each one
 shifts all pages and the page count), so every page's lastmod is the product's: its newest
-comment's SK (rank 0 of the index) or the product row's update, whichever is later.
+comment's SK (rank 0 of the index), the product row's update or its last moderation action
+(Product.comments_changed_at), whichever is later.
 
 Stable numbering (COMMENTS_PAGE_NUMBERING=stable): the sitemap lists the archive pages that are
 served (full, not the landing list), and each one's lastmod is its own newest comment's SK (when it
-got its comments) or the product row's update: a post moves the product's lastmod only.
+got its comments) or the product's date as above: a post moves the product's lastmod only.
 """
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from comments.selectors import (
     product_newest_sk,
     product_page_count,
 )
-from comments.store import parse_sk
 from pagination_index import index
 from shop.models import Product
 
@@ -70,7 +70,7 @@ class ShopPages:
             found = archive_page_lastmods(sku, self.counts.get(sku, 0), page.number, last)
             self._page_lastmods.update({(sku, number): sk for number, sk in found.items()})
         sk = self._page_lastmods.get((sku, page.number))
-        return max(page.product.updated_at, parse_sk(sk)) if sk else page.product.updated_at
+        return product_last_modified(page.product, sk)
 
     def latest_lastmod(self) -> datetime | None:
         return max((self.lastmod(product) for product in self.products), default=None)

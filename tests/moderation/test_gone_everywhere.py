@@ -60,10 +60,10 @@ def site(transactional_db, comments_table, live_server, settings, tmp_path, requ
         pytest.fail(str(exc))
 
 
-def fetch(nginx: Nginx, path: str):
+def fetch(nginx: Nginx, path: str, headers: dict[str, str] | None = None):
     connection = http.client.HTTPConnection("127.0.0.1", nginx.port, timeout=30)
     try:
-        connection.request("GET", path)
+        connection.request("GET", path, headers=headers or {})
         response = connection.getresponse()
         return response, response.read().decode()
     finally:
@@ -107,6 +107,8 @@ def test_a_hidden_comment_is_gone_through_nginx_within_a_minute_and_comes_back_i
     assert shown(before) == {c.pk for c in comments}
     response, _ = fetch(nginx, PAGE)
     assert response.getheader("Cache-Tag") == response.getheader("Surrogate-Key") == product_key(SKU)
+    old_date = {"If-Modified-Since": response.getheader("Last-Modified")}  # a crawler's revalidation
+    assert fetch(nginx, PAGE, old_date)[0].status == 304
     assert fetch(nginx, API)[0].getheader("Cache-Tag") == product_key(SKU)
 
     fast, deep = comments[2], comments[-8]  # on page 1, and on a page read through the index
@@ -125,6 +127,8 @@ def test_a_hidden_comment_is_gone_through_nginx_within_a_minute_and_comes_back_i
     remaining = [c.pk for c in comments if c.pk not in (fast.pk, deep.pk)]
     assert shown(after) == set(remaining)  # every other comment still shown
     assert after[API][1] == remaining
+    response, body = fetch(nginx, PAGE, old_date)  # the removal is dated: the new page, not a 304
+    assert response.status == 200 and fast.pk not in body
     call_command("verify_index", verbosity=0)
     assert purges and all(purge["keys"] == [product_key(SKU)] and PAGE in purge["paths"] for purge in purges)
 
