@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('shop', '0004_scale_product_name_index'),
+        ('shop', '0004_product_name_index'),
     ]
 
     operations = [
