@@ -43,7 +43,10 @@ async def serve(args: argparse.Namespace) -> None:
     await api.start()
     await admin.start()
     ports = {"port": runners[0].addresses[0][1], "admin_port": runners[1].addresses[0][1], "ca_bundle": str(ca)}
-    (state / "ports.json").write_text(json.dumps(ports))
+    # Written whole, then renamed: the process that started us polls for the file and must never
+    # read it half-written.
+    (state / "ports.json.tmp").write_text(json.dumps(ports))
+    (state / "ports.json.tmp").replace(state / "ports.json")
     print(f"strict endpoint: https://{args.host}:{ports['port']} (CA {ca}), admin http://{args.host}:"
           f"{ports['admin_port']}, in front of {args.upstream}", flush=True)
     stop = asyncio.Event()
