@@ -23,6 +23,7 @@ COPY aws ./aws
 COPY pagination_index ./pagination_index
 COPY ops ./ops
 COPY metrics ./metrics
+COPY moderation ./moderation
 COPY templates ./templates
 COPY jinja2 ./jinja2
 COPY static ./static

@@ -90,7 +90,10 @@ def test_report_then_hide_through_the_staff_screen(sync_playwright, site):  # no
             staff.locator("#searchbar").fill(target.author)
             staff.locator("#changelist-search").get_by_role("button").click()
             row = staff.locator("#result_list tbody tr")
-            assert row.count() == 1 and target.author in row.inner_text()
+            from playwright.sync_api import expect  # installed: the sync_playwright fixture checked
+
+            expect(row).to_have_count(1)  # waits for the search's page; count() alone would not
+            assert target.author in row.inner_text()
             row.locator("input.action-select").check()
             staff.locator("select[name=action]").select_option(label="Hide from every page")
             staff.locator("input[name=reason]").fill("Insults: rule 2")
