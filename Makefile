@@ -15,8 +15,11 @@ VNU_STAMP := $(VNU_DIR)/node_modules/vnu-jar/package.json
 run: setup
 	$(PY) -m stack.run
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test module per process at a time: most
+# of a test's time is spent waiting on DynamoDB Local, servers and subprocesses, not on a core.
+TEST_WORKERS ?= 2
 test: setup-dev
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # dynalite (npm, in memory) serves page_depth's read path without DynamoDB Local's deep-key cost.
 DYNALITE_STAMP := bench/.data/dynalite/node_modules/dynalite/package.json
