@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(endpoint.env())
             for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
                 os.environ.pop(name, None)
+            import aws
+
+            aws.reset()  # the credential chain and CA bundle were read before the endpoint's were set
             with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=endpoint.url),
                                    RESPONSE_MICRO_CACHE_SECONDS=0):
                 shop = Shop(endpoint)

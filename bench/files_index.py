@@ -160,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def s3_reads(tmp: Path, size: int, rounds: int, out) -> dict:
     import boto3
+    import django
+
+    # The S3 storage's client comes from the AWS client layer, which reads settings.AWS.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-files-index")
+    django.setup()
 
     from pagination_index.backends.files import FileIndex
     from tests.services import S3Server

@@ -91,11 +91,11 @@ def instrumented(timers: Timers):
 
     index, client, reads = get_index(), dynamodb(), dynamodb_reads()
     originals = ([(index, name) for name in INDEX_METHODS] + [(client, name) for name in CLIENT_METHODS]
-                 + [(reads, "query"), (reads.connections, "post")])
+                 + [(reads, "query"), (reads.pool, "urlopen")])
     for target, name in originals:
-        label = {index: "index", reads.connections: "wire"}.get(target, "dynamodb")
+        label = {index: "index", reads.pool: "wire"}.get(target, "dynamodb")
         setattr(target, name, timers.wrap(label, getattr(target, name)))
-    # The wire time of every attempt: the page path's direct Query's round trip (reads.connections.post,
+    # The wire time of every attempt: the page path's direct Query's round trip (reads.pool.urlopen,
     # above), and botocore's calls' through its event hooks, from just before the request is sent to
     # just before its response (read in full) is parsed.
     sent = []
