@@ -78,8 +78,21 @@ def _moderation_action(service, *, description: str, done: str):
     return action
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows change only through the moderation services (and the audit log never): no add, change or delete."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(ModeratedComment)
-class ModeratedCommentAdmin(admin.ModelAdmin):
+class ModeratedCommentAdmin(ReadOnlyAdmin):
     """The queue: most open reports first. Staff need the "moderate comments" permission for the
     actions; viewing needs only the view permission."""
     list_display = ["excerpt", "author", "sku", "state", "open_reports", "last_reported_at"]
@@ -134,29 +147,13 @@ class ModeratedCommentAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request), "opts": self.model._meta, "title": "Erase comments",
             "form": form, "erasure": erasure})
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Visible to staff with the view permission; nobody may add, change or delete an entry."""
     list_display = ["at", "actor_name", "action", "comment_id", "sku", "reason"]
     list_filter = ["action"]
     search_fields = ["=comment_id", "sku", "actor_name", "reason"]
     date_hierarchy = "at"
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
