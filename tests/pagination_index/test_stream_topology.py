@@ -24,11 +24,31 @@ def consumer(**kwargs) -> StreamConsumer:
     return StreamConsumer(index=get_index(), stream_arn=stream_arn(), **kwargs)
 
 
+def wait_for(endpoint, condition, what: str) -> dict:
+    deadline = time.monotonic() + 60
+    while not condition(status := endpoint.hook_status("streams")[stream_arn()]):
+        assert time.monotonic() < deadline, f"{what} not within 60 s: {status}"
+        time.sleep(0.2)
+    return status
+
+
+def roll_over(endpoint) -> dict:
+    """Roll every open shard over once (each closes, with a child), then stop roll-overs: a drain
+    (`run(once=True)`) ends when no shard is left to finish, and shards rolling over faster than a
+    loaded machine drains them would keep it going for ever."""
+    before = endpoint.hook_status("streams")[stream_arn()]
+    endpoint.configure_hook("streams", rollover_seconds=1.5)
+    status = wait_for(endpoint, lambda s: s["shards"] >= before["shards"] + before["open_shards"], "a roll-over")
+    endpoint.configure_hook("streams", rollover_seconds=3600)
+    return status
+
+
 def test_splits_rollovers_and_empty_pages_lose_and_mark_nothing(aws_stream_settings):
     endpoint = aws_stream_settings
     reader = consumer(workers=4)
+    endpoint.configure_hook("streams", shards=4, empty_page_rate=0.3)
     comments = factories.seed("A", 20, seed=1) + factories.seed("B", 15, seed=2)
-    endpoint.configure_hook("streams", shards=4, empty_page_rate=0.3, rollover_seconds=1.5)
+    roll_over(endpoint)  # the records sit in closed parents, read on through their children
     assert reader.run(once=True).records == 35
     for comment in comments[:5]:
         delete(comment)
@@ -36,10 +56,10 @@ def test_splits_rollovers_and_empty_pages_lose_and_mark_nothing(aws_stream_setti
         move(comment, "C")
     factories.seed("A", 6, seed=10)
     endpoint.configure_hook("streams", shards=6)
-    time.sleep(1.6)  # a roll-over of every shard besides the split
+    wait_for(endpoint, lambda s: s["open_shards"] >= 6, "a split")
+    status = roll_over(endpoint)
+    assert status["shards"] > status["open_shards"] >= 6
     reader.run(once=True)
-    status = endpoint.hook_status("streams")[stream_arn()]
-    assert status["shards"] > status["open_shards"] >= 6  # it split and rolled over
     assert_index_equals_table("A", "B", "C")
     assert not StaleGroup.objects.exists()
 
