@@ -12,6 +12,9 @@ apply rate.
 - commit: 1,000 pending changes folded into a group of 2,300,000 entries, in a process of its own,
   whose wall time, CPU time and peak RSS (VmHWM, interpreter and numpy included) are reported
 - apply rate: batches of 100 ops over 50 groups, each batch fsynced (syncfs) as sync_index's are
+- replace() memory: a group of 5,000,000 entries (the seeds' largest product; smoke 200,000) built
+  from a generator in a process of its own, peak RSS and time, against the build before this round
+  (the whole group as a dict of its texts, then sorted) in the same run
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from bench.common import format_table, machine_info, stamp, write_json
 
 SIZE, SMOKE_SIZE = 1_000_000, 20_000
 COMMIT_SIZE, SMOKE_COMMIT_SIZE = 2_300_000, 100_000
+REPLACE_SIZE, SMOKE_REPLACE_SIZE = 5_000_000, 200_000
 PENDING = 1_000
 GROUP = "bench-files"
 BASE_MICROS = 1_600_000_000_000_000
@@ -49,6 +53,36 @@ assert index.commit(sys.argv[2])
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(),
                   "peak_rss_before_commit_mib": before, "count": index.count(sys.argv[2])}))
+"""
+
+REPLACER = """
+import json, random, sys, time, uuid
+import numpy as np
+from pagination_index import micros_sort_key
+from pagination_index.backends.files import FileIndex
+from pagination_index.backends.files import format as fmt
+def peak_mib():
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+path, count, how, base = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+def stream():
+    rng = random.Random(9)
+    for _ in range(count):
+        yield uuid.UUID(int=rng.getrandbits(128)).hex, micros_sort_key(base + rng.randrange(10**13))
+index = FileIndex({"PATH": path, "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+before = peak_mib()
+wall, cpu = time.perf_counter(), time.process_time()
+if how == "chunks":
+    index.replace("g", stream())
+else:  # the build before this round: the group as a dict of its texts, sorted by numpy
+    latest = dict(stream())
+    records = memoryview(fmt.uuid_records(latest).view(np.uint8))
+    with index._locked("g"):
+        index._publish("g", index._view("g"), fmt.UUID24, 24, len(latest), [records])
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+assert index.count("g") == count
+print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(),
+                  "peak_rss_before_mib": before}))
 """
 
 
@@ -143,6 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         report["apply"] = {"ops": applied, "batch": 100, "groups": len(groups), "ops_per_second": round(applied / wall),
                            "cpu_us_per_op": round(cpu / applied * 1e6, 1)}
         out(f"apply: {applied / wall:,.0f} ops/s in batches of 100 over 50 groups ({cpu / applied * 1e6:.0f} µs CPU per op)")
+
+        replace_size = SMOKE_REPLACE_SIZE if args.smoke else REPLACE_SIZE
+        report["replace_memory"] = {"entries": replace_size}
+        for how in ("dict", "chunks"):
+            done = subprocess.run([sys.executable, "-c", REPLACER, str(Path(tmp) / f"replace-{how}"),
+                                   str(replace_size), how, str(BASE_MICROS)], capture_output=True, text=True, check=True)
+            figures = report["replace_memory"][how] = json.loads(done.stdout)
+            out(f"replace() of {replace_size:,} entries from a generator, {how}: {figures['seconds']:.1f} s "
+                f"({figures['cpu_seconds']:.1f} s CPU, the generator included), peak RSS "
+                f"{figures['peak_rss_mib']:.0f} MiB ({figures['peak_rss_before_mib']:.0f} before)")
 
         if not args.no_s3:
             report["at_s3"] = s3_reads(Path(tmp), size, min(rounds, 200), out)

@@ -14,6 +14,9 @@ changes 15%, moves to another product 10%) over 12 products.
    the steady part (after the last split), then `verify_index` (clean or not) and the stale marks.
 2. Lambda: the same write mix through `stack/lambda_driver.py` (8 shards, one invocation per shard at
    a time), then `verify_index`.
+3. Lambda while `rebuild_index` runs: the same again, with `manage.py rebuild_index` (in a process of
+   its own) started once a third of the writes are made, so products are fenced, their records
+   journaled by the handler and replayed after each swap while the writes go on; then `verify_index`.
 
 The index is the relational backend, on PostgreSQL when it answers on 127.0.0.1:5432 (a throw-away
 database), else SQLite (lag is read from its table). Figures are printed and
@@ -82,6 +85,7 @@ def main(argv=None) -> int:
                 report = {"sync_index": run_sync(args, endpoint, env, tmp)}
                 if not args.skip_lambda:
                     report["lambda"] = run_lambda(args, endpoint)
+                    report["lambda_during_rebuild"] = run_lambda(args, endpoint, rebuild_env=env)
             finally:
                 _drop(database)
     from bench.common import machine_info, stamp, write_json
@@ -93,7 +97,8 @@ def main(argv=None) -> int:
     print_report(report)
     path = write_json("streams", args.smoke, stamp(), report)
     print(f"saved {path.relative_to(ROOT)}")
-    clean = report["sync_index"]["verify_clean"] and report.get("lambda", {}).get("verify_clean", True)
+    clean = all(report.get(part, {}).get("verify_clean", True) for part in ("sync_index", "lambda", "lambda_during_rebuild"))
+    clean = clean and report.get("lambda_during_rebuild", {}).get("rebuild", {}).get("returncode", 0) == 0
     return 0 if clean else 1
 
 
@@ -282,7 +287,7 @@ def _describe_rates(endpoint, keys, since: float, until: float) -> dict:
 
 
 # --- 2. Lambda --------------------------------------------------------------------------------------
-def run_lambda(args, endpoint) -> dict:
+def run_lambda(args, endpoint, rebuild_env: dict | None = None) -> dict:
     from django.core.management import call_command
 
     from comments.table.client import dynamodbstreams
@@ -297,7 +302,16 @@ def run_lambda(args, endpoint) -> dict:
     IndexGroup.objects.all().delete()
     endpoint.configure_hook("streams", shards=8, rollover_seconds=args.rollover_seconds)
     arn = get_stream_arn()
-    writer = Writer(args.writes, args.rate, seed=2)
+    rebuild: dict = {}
+
+    def start_rebuild(done):  # a third of the way: the rest of the writes meet fences and a journal
+        if rebuild_env is not None and done == args.writes // 3:
+            rebuild["started"] = time.time()
+            rebuild["process"] = subprocess.Popen(
+                [sys.executable, "manage.py", "rebuild_index", "-v", "1", "--wave", "3"], cwd=ROOT, env=rebuild_env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    writer = Writer(args.writes, args.rate, seed=3 if rebuild_env else 2, on_progress=start_rebuild)
     watcher = LagWatcher(writer)
     started = time.time()
     from django.db import connections
@@ -307,6 +321,14 @@ def run_lambda(args, endpoint) -> dict:
         watcher.start()
         writer.start()
         writer.join()
+        writes_ended = time.time()
+        if "process" in rebuild:
+            output, _ = rebuild["process"].communicate(timeout=1800)
+            ended = time.time()
+            rebuild["seconds"] = round(ended - rebuild["started"], 1)
+            rebuild["seconds_alongside_writes"] = round(min(ended, writes_ended) - rebuild["started"], 1)
+            rebuild["returncode"] = rebuild["process"].returncode
+            rebuild["output"] = output.strip().splitlines()[-2:]
         mapping.drain(timeout=300, quiet=3)
     watcher.stop.set()
     ended = time.time()
@@ -323,7 +345,8 @@ def run_lambda(args, endpoint) -> dict:
             "records_per_second": round(mapping.stats.records / max(ended - started, 1e-9), 1),
             "apply_lag_p50_s": _pct(lags, 50), "apply_lag_p99_s": _pct(lags, 99),
             "discarded_batches": mapping.stats.discarded_batches, "verify_clean": clean,
-            "verify_output": out.getvalue().strip().splitlines()[-3:]}
+            "verify_output": out.getvalue().strip().splitlines()[-3:],
+            **({"rebuild": {k: v for k, v in rebuild.items() if k not in ("process", "started")}} if rebuild else {})}
 
 
 def get_stream_arn() -> str:
@@ -341,7 +364,7 @@ def _pct(values: list[float], pct: int):
 
 
 def print_report(report: dict) -> None:
-    for part in ("sync_index", "lambda"):
+    for part in ("sync_index", "lambda", "lambda_during_rebuild"):
         if part in report:
             print(f"-- {part}")
             for key, value in report[part].items():

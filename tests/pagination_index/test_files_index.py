@@ -59,6 +59,28 @@ def test_other_members_take_the_packed_layout_sized_by_the_longest(index):
     assert index.at("g", 1) == ("Café-茶", sk(2))
 
 
+def test_replace_reads_uuid_entries_a_chunk_at_a_time_and_the_last_of_a_member_wins(index, monkeypatch):
+    """Across chunks, in any order: a member given again keeps its last sort key (as a dict would);
+    a non-uuid member late in the stream still takes the whole group to the packed layout."""
+    monkeypatch.setattr("pagination_index.backends.files.index.REPLACE_CHUNK", 100)
+    rng = random.Random(7)
+    members = [uuid_member(rng) for _ in range(1000)]
+    given = [(rng.choice(members), sk(rng.randrange(10**6))) for _ in range(3000)]  # ~95 % repeats
+    model = dict(given)
+    index.replace("g", iter(given))
+    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    assert (header.layout, header.count) == (fmt.UUID24, len(model))
+    assert index.range("g", 0, len(model)) == newest_first(model.items())
+
+    late = [*given[:250], ("not-a-uuid", sk(5)), *given[250:400]]
+    index.replace("g", iter(late))
+    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    assert header.layout == fmt.PACKED
+    assert index.range("g", 0, 10_000) == newest_first(dict(late).items())
+    index.replace("g", iter(()))
+    assert index.count("g") == 0
+
+
 def test_a_uuid_group_that_gets_another_member_changes_layout_at_commit(index):
     member = uuid.uuid4().hex
     index.replace("g", [(member, sk(1))])

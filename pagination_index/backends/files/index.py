@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import fcntl
+import itertools
 import os
 import threading
 import time
@@ -30,6 +31,8 @@ from . import log as wal
 from .s3 import S3Storage
 from .storage import Generation, LocalStorage, sync_batch
 
+# replace() reads its entries this many at a time (about 10 MB of Python strings).
+REPLACE_CHUNK = 50_000
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
 UUID_COLUMNS = fmt.UUID_COLUMNS
 
@@ -362,17 +365,36 @@ class FileIndex(NetWriteIndex):
         return view.overlay.changes >= self.commit_entries or age >= self.commit_seconds
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
-        """Bulk build: write the sorted generation directly, no log. The group's entries are held
-        once in memory (a dict) to pick its record layout and sort them: docs/scaling.md."""
-        latest = dict(entries)
+        """Bulk build: write the sorted generation directly, no log. The table's members (uuid hex)
+        are read REPLACE_CHUNK entries at a time into 24-byte records and sorted by numpy at the
+        end (fmt.merge_uuid_chunks: about 60 bytes an entry at the peak, 300 MB for a group of
+        5,000,000); any other member turns the group into a dict of its texts, as small groups of
+        the tests' have (docs/scaling.md)."""
+        stream, chunks, latest = iter(entries), [], None
+        while chunk := dict(itertools.islice(stream, REPLACE_CHUNK)):
+            if not fmt.uuid_only(chunk):
+                latest = dict(entry for part in chunks  # in arrival order: a later chunk wins
+                              for entry in fmt.decode_records(part.tobytes(), fmt.UUID24, 24))
+                chunks.clear()
+                latest.update(chunk)
+                latest.update(stream)
+                break
+            chunks.append(fmt.uuid_records(chunk))
+        if latest is None:
+            self.replace_records(group, fmt.merge_uuid_chunks(chunks) if chunks else np.empty(0, UUID_COLUMNS))
+            return
         layout, size = fmt.layout_for(latest)
-        if layout == fmt.UUID24:
-            records = memoryview(fmt.uuid_records(latest).view(np.uint8)) if latest else b""
-        else:
-            records = fmt.encode_records(newest_first(latest.items()), layout, size)
+        records = fmt.encode_records(newest_first(latest.items()), layout, size)
         with self._locked(group):
-            view = self._view(group)
-            self._publish(group, view, layout, size, len(latest), [records])
+            self._publish(group, self._view(group), layout, size, len(latest), [records])
+
+    def replace_records(self, group: str, records: np.ndarray) -> None:
+        """The bulk path under replace(): UUID24 records (fmt.UUID_COLUMNS), already in index order
+        with each member once, written as the group's next generation (bench.scale_bulk loads the
+        seeds' 500 million entries through it)."""
+        data = memoryview(records.view(np.uint8)) if len(records) else b""
+        with self._locked(group):
+            self._publish(group, self._view(group), fmt.UUID24, 24, len(records), [data])
 
     def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
         """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""

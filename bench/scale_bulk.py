@@ -1,0 +1,310 @@
+"""The seeds' scale loaded straight into each backend's bulk path (issue 29's sizes; not in CI).
+
+    python -m bench.scale_bulk                                         # each backend at the issue's size:
+    python -m bench.scale_bulk --backend files                         #   500,000,000 entries, ~12 GB of disk
+    python -m bench.scale_bulk --backend redis                         #   20,000,000, ~3 GB of memory
+    python -m bench.scale_bulk --backend relational                    #   50,000,000 on PostgreSQL
+    python -m bench.scale_bulk --backend files --entries 10000000      # any size
+    python -m bench.scale_bulk --smoke                                 # 200,000 entries, each backend
+
+bench.scale loads its shop through `rebuild_index` (a few thousand entries a second: the path's own
+cost, and the figure for peak RSS); at hundreds of millions that would take days, so here the index
+is written by the backends' bulk paths from data numpy makes. The shop is bench.scale's: products
+whose sizes follow a Zipf-like law from 300 to 5,000,000 comments (`product_sizes`), each comment
+in its product's group and one of five rating groups, so entries = 2 x comments. A product's
+comments are made by numpy from its number (keys strictly newest first, uuid members, ratings).
+
+- files: `FileIndex.replace_records()` (the generation writer under `replace()`: one file per
+  group, written, fsynced and renamed) in 2 processes;
+- redis and relational: `replace()` itself, fed text entries numpy formats a product at a time
+  (the formatting is in the build's time, a few tenths of a microsecond an entry).
+
+Measured per backend: build seconds and entries/s, bytes per entry (files: their sizes and the
+blocks they take; Redis: used_memory of a server of the bench's own; PostgreSQL: the index tables'
+total relation size), at() and range(20) p50/p99 at uniformly random depth (a comment drawn over
+all of them) from 16 reader processes, each paced to --read-rate pairs a second (default 20) so
+the 2 cores are not saturated and the figures are the reads' own, with CPU per read; the apply
+rate of stream batches (100 adds over random products) into the loaded index; spot checks of
+random ranks against the generated data; peak RSS (VmHWM) of every process. Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from bench.common import format_table, machine_info, stamp, write_json
+from bench.scale import product_sizes
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE_MICROS = 1_700_000_000_000_000
+READERS, READS_PER_READER = 16, 400
+SMOKE_ENTRIES = 200_000
+# The issue's sizes: what `make bench` (no --entries) loads into each backend.
+FULL_ENTRIES = {"files": 500_000_000, "redis": 20_000_000, "relational": 50_000_000}
+POSTGRES = "postgres://postgres@127.0.0.1:5432"
+UUID_COLUMNS = np.dtype([("k", ">i8"), ("hi", ">u8"), ("lo", ">u8")])
+
+
+def peak_mib() -> float:
+    return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+def sku(number: int) -> str:
+    return f"P{number:07d}"
+
+
+def product(number: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """A product's comments as UUID24 records in index order (keys strictly decreasing), and ratings."""
+    rng = np.random.default_rng(number)
+    records = np.empty(size, UUID_COLUMNS)
+    records["k"] = BASE_MICROS - np.cumsum(rng.integers(1, 5_000, size))
+    records["hi"] = rng.integers(0, 2**64, size, dtype=np.uint64)
+    records["lo"] = rng.integers(0, 2**64, size, dtype=np.uint64)
+    return records, rng.integers(1, 6, size)
+
+
+def groups_of(number: int, size: int):
+    """(group, records) of a product: its own group and its five rating groups."""
+    records, ratings = product(number, size)
+    yield sku(number), records
+    for rating in range(1, 6):
+        yield f"{sku(number)}/{rating}", records[ratings == rating]
+
+
+def as_entries(records: np.ndarray) -> list[tuple[str, str]]:
+    """(member hex, sort key text) pairs, formatted by numpy a group at a time."""
+    members = np.empty((len(records), 2), ">u8")
+    members[:, 0], members[:, 1] = records["hi"], records["lo"]
+    text = members.tobytes().hex()
+    keys = np.datetime_as_string(records["k"].astype(np.int64).astype("datetime64[us]"), unit="us")
+    return [(text[i * 32:(i + 1) * 32], key + "Z") for i, key in enumerate(keys.tolist())]
+
+
+# --- the backends, in each process ------------------------------------------------------------------
+def open_index(backend: str, options: dict):
+    if backend == "files":
+        from pagination_index.backends.files import FileIndex
+
+        return FileIndex({"PATH": options["path"], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
+    os.environ.update(options["env"])
+    import django
+
+    django.setup()
+    from pagination_index import get_index
+
+    return get_index()
+
+
+def build_part(args) -> dict:
+    """Load some products (a worker process's share); its time, CPU and peak RSS."""
+    backend, options, products = args
+    index = open_index(backend, options)
+    started, cpu, entries = time.perf_counter(), time.process_time(), 0
+    for number, size in products:
+        for group, records in groups_of(number, size):
+            if backend == "files":
+                index.replace_records(group, records)
+            else:
+                index.replace(group, as_entries(records))
+            entries += len(records)
+    return {"entries": entries, "seconds": time.perf_counter() - started,
+            "cpu_seconds": time.process_time() - cpu, "peak_rss_mib": peak_mib()}
+
+
+def read_part(args) -> dict:
+    """One reader: READS_PER_READER reads of at() and range(20) at uniformly random depth, paced."""
+    backend, options, sizes, seed, rate = args
+    index = open_index(backend, options)
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(sizes)
+    at_ms, range_ms, checks, cpu = [], [], 0, 0.0
+    next_at = time.perf_counter()
+    for n in range(READS_PER_READER):
+        comment = int(rng.integers(0, cumulative[-1]))
+        number = int(np.searchsorted(cumulative, comment, side="right"))
+        rank = comment - (int(cumulative[number - 1]) if number else 0)
+        group = sku(number)
+        next_at += 1 / rate
+        time.sleep(max(0.0, next_at - time.perf_counter()))
+        began, cpu_began = time.perf_counter(), time.process_time()
+        found = index.at(group, rank)
+        at_ms.append((time.perf_counter() - began) * 1000)
+        began = time.perf_counter()
+        page = index.range(group, rank, rank + 20)
+        range_ms.append((time.perf_counter() - began) * 1000)
+        cpu += time.process_time() - cpu_began
+        if n % 20 == 0:  # the entry at that rank is the generated one
+            records, _ = product(number, int(sizes[number]))
+            assert found == as_entries(records[rank:rank + 1])[0], (group, rank, found)
+            assert page[0] == found and len(page) == min(20, int(sizes[number]) - rank)
+            checks += 1
+    return {"at_ms": at_ms, "range_ms": range_ms, "cpu_seconds": cpu,
+            "checks": checks, "peak_rss_mib": peak_mib()}
+
+
+def apply_part(args) -> dict:
+    """Stream batches (100 adds over random products) into the loaded index: ops/s."""
+    backend, options, sizes = args
+    from pagination_index import Add
+
+    index = open_index(backend, options)
+    rng = np.random.default_rng(99)
+    batches, ops = 30, 0
+    started, cpu = time.perf_counter(), time.process_time()
+    for batch in range(batches):
+        numbers = rng.integers(0, len(sizes), 100)
+        adds = [Add(sku(int(number)), uuid.uuid4().hex, f"2030-01-01T00:00:{batch % 60:02d}.{n:06d}Z")
+                for n, number in enumerate(numbers)]
+        index.apply(adds)
+        ops += len(adds)
+    wall = time.perf_counter() - started
+    return {"ops": ops, "batch": 100, "ops_per_second": ops / wall,
+            "cpu_us_per_op": (time.process_time() - cpu) / ops * 1e6, "peak_rss_mib": peak_mib()}
+
+
+# --- one run -------------------------------------------------------------------------------------------
+def pct(values, p) -> float:
+    return float(np.percentile(np.asarray(values), p))
+
+
+def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float, out) -> dict:
+    sizes = np.array(product_sizes(entries // 2), dtype=np.int64)
+    total_entries = 2 * int(sizes.sum())
+    options: dict = {"path": str(folder / "index")}
+    redis_server = database = None
+    if backend == "redis":
+        from tests.services import RedisServer
+
+        redis_server = RedisServer(folder).start()
+        options["env"] = {"PAGINATION_INDEX_BACKEND": "redis",
+                          "PAGINATION_INDEX_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/1"}
+    elif backend == "relational":
+        database = f"bench_scale_{uuid.uuid4().hex[:8]}"
+        subprocess.run(["psql", POSTGRES + "/postgres", "-qc", f"CREATE DATABASE {database}"], check=True)
+        options["env"] = {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": f"{POSTGRES}/{database}"}
+    if "env" in options:
+        options["env"].update({"DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
+                               "SHOP_VAR_DIR": str(folder), "LOG_LEVEL": "WARNING"})
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                       env={**os.environ, **options["env"]})
+    try:
+        before = _redis_memory(redis_server) if redis_server else 0
+        order = sorted(range(len(sizes)), key=lambda n: -sizes[n])  # the largest first: shares even out
+        shares = [[(n, int(sizes[n])) for n in order[w::workers]] for w in range(workers)]
+        out(f"{backend}: {total_entries:,} entries over {len(sizes):,} products (largest {sizes.max():,}) "
+            f"in {workers} processes ...")
+        context = multiprocessing.get_context("spawn")
+        started = time.perf_counter()
+        with context.Pool(workers) as pool:
+            parts = pool.map(build_part, [(backend, options, share) for share in shares])
+        build_seconds = time.perf_counter() - started
+        assert sum(part["entries"] for part in parts) == total_entries
+        result = {"backend": backend, "index_entries": total_entries, "comments": int(sizes.sum()),
+                  "products": len(sizes), "groups": 6 * len(sizes), "largest_product": int(sizes.max()),
+                  "build": {"seconds": build_seconds, "entries_per_second": total_entries / build_seconds,
+                            "cpu_seconds": sum(part["cpu_seconds"] for part in parts), "processes": workers,
+                            "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts)}}
+        out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s")
+        result["size"] = _size(backend, folder, redis_server, database, before, total_entries)
+        out(f"  size: {result['size']}")
+        if backend == "files":  # page cache warm, as the target asks: every file read once
+            started = time.perf_counter()
+            subprocess.run(f"find {folder / 'index'} -name data -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
+            result["page_cache_warm_seconds"] = time.perf_counter() - started
+        with context.Pool(READERS) as pool:
+            readers = pool.map(read_part, [(backend, options, sizes, seed, read_rate) for seed in range(READERS)])
+        at_ms = [value for part in readers for value in part["at_ms"]]
+        range_ms = [value for part in readers for value in part["range_ms"]]
+        reads = 2 * len(at_ms)
+        result["reads"] = {"readers": READERS, "rate_per_reader": read_rate, "reads": reads,
+                           "at_p50_ms": pct(at_ms, 50), "at_p99_ms": pct(at_ms, 99),
+                           "range20_p50_ms": pct(range_ms, 50), "range20_p99_ms": pct(range_ms, 99),
+                           "cpu_us_per_read": sum(part["cpu_seconds"] for part in readers) / reads * 1e6,
+                           "spot_checks": sum(part["checks"] for part in readers),
+                           "peak_rss_mib_per_reader": max(part["peak_rss_mib"] for part in readers)}
+        out(f"  reads: {result['reads']}")
+        with context.Pool(1) as pool:
+            result["apply"] = pool.apply(apply_part, ((backend, options, sizes),))
+        out(f"  apply: {result['apply']}")
+        return result
+    finally:
+        if redis_server:
+            redis_server.process.kill()
+            redis_server.process.wait()
+        if database:
+            subprocess.run(["psql", POSTGRES + "/postgres", "-qc", f"DROP DATABASE {database} WITH (FORCE)"], check=False)
+
+
+def _redis_memory(server) -> int:
+    import redis
+
+    return redis.Redis(port=server.port).info("memory")["used_memory"]
+
+
+def _size(backend, folder, redis_server, database, before, entries) -> dict:
+    if backend == "files":
+        files = [path for path in (folder / "index").rglob("data")]
+        data = sum(path.stat().st_size for path in files)
+        blocks = int(subprocess.run(["du", "-s", "--block-size=1", str(folder / "index")], capture_output=True,
+                                    text=True, check=True).stdout.split()[0])
+        return {"files": len(files), "file_bytes": data, "bytes_per_entry": data / entries,
+                "disk_blocks_bytes": blocks, "disk_bytes_per_entry": blocks / entries}
+    if backend == "redis":
+        used = _redis_memory(redis_server) - before
+        return {"used_memory_bytes": used, "bytes_per_entry": used / entries}
+    query = ("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+             "WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname LIKE 'pagination_index_%'")
+    total = int(subprocess.run(["psql", f"{POSTGRES}/{database}", "-tAc", query], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    return {"relation_bytes": total, "bytes_per_entry": total / entries}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale_bulk", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", action="append", choices=["files", "redis", "relational"])
+    parser.add_argument("--entries", type=int, help="index entries, 2 per comment (default: files 500,000,000, "
+                                                    "redis 20,000,000, relational 50,000,000)")
+    parser.add_argument("--workers", type=int, default=2, help="build processes")
+    parser.add_argument("--read-rate", type=float, default=20.0,
+                        help="reads a second per reader (at() then range(20)); 16 readers (default 20: 320 pairs/s)")
+    parser.add_argument("--folder", help="where the files and the Redis server live (default: a temporary folder)")
+    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_ENTRIES:,} entries on every backend")
+    args = parser.parse_args(argv)
+    backends = args.backend or ["files", "redis", "relational"]
+    sys.path.insert(0, str(ROOT))
+    out = lambda text: print(text, flush=True)  # noqa: E731
+    load_at_start, when = os.getloadavg(), stamp()
+    results = []
+    for backend in backends:
+        folder = Path(tempfile.mkdtemp(prefix=f"scale-bulk-{backend}-", dir=args.folder))
+        try:
+            entries = SMOKE_ENTRIES if args.smoke else (args.entries or FULL_ENTRIES[backend])
+            results.append(run(backend, entries, folder, args.workers, args.read_rate, out))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    rows = [[r["backend"], f"{r['index_entries']:,}", f"{r['build']['entries_per_second']:,.0f}",
+             f"{r['size']['bytes_per_entry']:.1f}", f"{r['reads']['at_p50_ms']:.3f}", f"{r['reads']['at_p99_ms']:.3f}",
+             f"{r['reads']['range20_p99_ms']:.3f}", f"{r['reads']['cpu_us_per_read']:.0f}",
+             f"{r['apply']['ops_per_second']:,.0f}"] for r in results]
+    out(format_table(["backend", "entries", "build/s", "B/entry", "at p50 ms", "at p99 ms", "range20 p99 ms",
+                      "CPU µs/read", "apply ops/s"], rows))
+    path = write_json("scale_bulk", args.smoke, when, {"results": results, "machine": machine_info(
+        {}, load_at_start, "2 cores shared by the build or reader processes, the backend's server, and whatever "
+                           "else ran (the load averages say how busy)")})
+    out(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
