@@ -4,7 +4,9 @@ calls are retried by botocore's retry modes only (aws/__init__.py), never again 
 """
 from __future__ import annotations
 
+import contextvars
 import random
+import threading
 import time
 from dataclasses import dataclass
 
@@ -25,6 +27,30 @@ class Backoff:
 
     def sleep(self, attempt: int) -> None:
         time.sleep(self.delay(attempt))
+
+
+class RetryBudget:
+    """The re-sends one page request may still make, shared by all of its Queries: a page that reads
+    several partitions (a rating filter, their fast windows) makes at most its Queries plus
+    DYNAMODB_MAX_ATTEMPTS - 1 requests, however many are throttled, so a throttling storm costs
+    DynamoDB no more than one Query's retries per page. Partition reads run in copies of the
+    request's context (comments.partitions), which hold this same object."""
+
+    def __init__(self, retries: int):
+        self._left = max(0, retries)
+        self._lock = threading.Lock()
+
+    def take(self) -> bool:
+        with self._lock:
+            if self._left <= 0:
+                return False
+            self._left -= 1
+            return True
+
+
+# The page request's RetryBudget (shop.middleware sets one per request); None outside a request,
+# where each call keeps its own attempts only.
+page_retries: contextvars.ContextVar[RetryBudget | None] = contextvars.ContextVar("page_retries", default=None)
 
 
 # A conditional write that lost a race to another writer: retried soon, the writers drift apart.

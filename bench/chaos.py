@@ -575,6 +575,7 @@ def endpoint_figures(strict, baseline: Window, load: Load, throttle_rate: float)
     figures = {
         "throttle_rate": throttle_rate, "latency": LATENCY,
         "max_attempts_per_page_request": summary.get("max_attempts_per_request_id"),
+        "max_retries_per_page_request": summary.get("max_retries_per_request_id"),
         "max_attempts_per_call": summary.get("max_attempts_per_invocation"),
         "key_ids": summary.get("key_ids", []),
         "foreign_keys": sorted(set(summary.get("key_ids", [])) - {strict.access_key_id}),
@@ -582,7 +583,8 @@ def endpoint_figures(strict, baseline: Window, load: Load, throttle_rate: float)
         "baseline_503_share": round(unavailable / len(calm), 4) if calm else None,
     }
     print(f"strict endpoint: {throttle_rate:.0%} throttled, 3-8 ms latency; baseline 503s {unavailable} of "
-          f"{len(calm)}; most attempts in one page request {figures['max_attempts_per_page_request']}; "
+          f"{len(calm)}; most attempts in one page request {figures['max_attempts_per_page_request']} "
+          f"({figures['max_retries_per_page_request']} of them re-sends); "
           f"signed with other keys: {figures['foreign_keys'] or 'none'}")
     return figures
 

@@ -3,13 +3,15 @@ import logging
 from django.apps import AppConfig
 from django.core.signals import request_finished, request_started
 
+from aws.retries import page_retries
 from shop.logs import current_request_id
 
 
 def clear_request_id(**kwargs):
-    """No request id outside a request: none before the middleware sets one, none once the response is
-    closed (a thread serves many requests, and logs between them)."""
+    """No request id (nor page retry budget) outside a request: none before the middleware sets one,
+    none once the response is closed (a thread serves many requests, and logs between them)."""
     current_request_id.set(None)
+    page_retries.set(None)
 
 
 class ShopConfig(AppConfig):

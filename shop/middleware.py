@@ -16,6 +16,7 @@ from django.middleware.http import ConditionalGetMiddleware
 from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 
+from aws.retries import RetryBudget, page_retries
 from comments.table.client import StoreUnavailable
 from metrics import cache_lookup, observe_request
 from pagination_index import IndexUnavailable
@@ -33,6 +34,8 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 class RequestLogMiddleware:
     """One structured log line per request, and a request id echoed in the X-Request-ID header.
 
+    The request's DynamoDB retry budget (aws.retries.page_retries) is set here too.
+
     The id is also this thread's `shop.logs.current_request_id` while the request is served, so every
     line logged meanwhile carries it (shop.logs.RequestIdFilter); shop.apps clears it when the response
     is closed, after Django's own "Not Found: ..." line, which is logged outside the middleware.
@@ -49,6 +52,7 @@ class RequestLogMiddleware:
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
         request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         current_request_id.set(request.request_id)
+        page_retries.set(RetryBudget(settings.DYNAMODB["MAX_ATTEMPTS"] - 1))
         response = self.get_response(request)
         observe_request(request, response, time.perf_counter() - started)
         response[REQUEST_ID_HEADER] = request.request_id

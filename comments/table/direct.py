@@ -19,6 +19,7 @@ never retried).
 from __future__ import annotations
 
 import json
+import uuid
 import zlib
 
 import urllib3
@@ -30,7 +31,7 @@ from botocore.utils import get_environ_proxies
 
 from aws import REQUEST_ID_HEADER
 from aws.parsers import may_hold_binary
-from aws.retries import Backoff
+from aws.retries import Backoff, page_retries
 from metrics import dynamodb_call
 from shop.logs import current_request_id
 
@@ -63,7 +64,8 @@ def connection_pool(*, verify: bool | str, connect_timeout: float, read_timeout:
 class DirectReads:
     """Query on a botocore DynamoDB client's endpoint, region and timeouts, signed with `credentials`
     (botocore Credentials, refreshable or not; None: every call goes through the client, which then
-    says what is missing), in at most `attempts` requests. `tag_requests`: send X-Shop-Request-Id,
+    says what is missing), in at most `attempts` requests and, within a page request, its retry
+    budget shared by all its Queries (aws.retries.page_retries). `tag_requests`: send X-Shop-Request-Id,
     as the client layer does for an endpoint override (an emulator's request log groups by it)."""
 
     def __init__(self, client, credentials, *, attempts: int, verify: bool | str = True,
@@ -98,11 +100,17 @@ class DirectReads:
         if not self.direct:
             return self.client.query(**params)
         failure: Exception | None = None
+        invocation, budget = str(uuid.uuid4()), page_retries.get()
         for attempt in range(self.attempts):
             if attempt:
+                if budget is not None and not budget.take():
+                    break  # the page request's retries are spent, by this Query or another of its own
                 self.backoff.sleep(attempt - 1)
             request = self.signed_request("Query", params)
             headers = dict(request.headers.items())
+            # botocore's own (unsigned) retry headers: an endpoint groups a call's attempts by them.
+            headers["amz-sdk-invocation-id"] = invocation
+            headers["amz-sdk-request"] = f"attempt={attempt + 1}; max={self.attempts}"
             request_id = current_request_id.get() if self.tag_requests else None
             if request_id:
                 headers[REQUEST_ID_HEADER] = request_id

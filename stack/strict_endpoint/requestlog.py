@@ -80,5 +80,7 @@ class RequestLog:
             "by_request_id": by_request,
             "max_attempts_per_invocation": max((g["attempts"] for g in by_invocation.values()), default=0),
             "max_attempts_per_request_id": max((g["attempts"] for g in by_request.values()), default=0),
+            # Re-sends: a request's attempts beyond the first of each of its calls.
+            "max_retries_per_request_id": max((g["attempts"] - g["invocations"] for g in by_request.values()), default=0),
             "key_ids": sorted({entry.key_id for entry in self._entries if entry.key_id}),
         }

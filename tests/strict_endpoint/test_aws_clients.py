@@ -66,6 +66,23 @@ def test_throttles_are_retried_after_a_backoff_within_the_same_page_request(clie
     assert any(summary[request_id]["attempts"] > 1 and statuses[request_id] == 200 for request_id in ids), (statuses, summary)
 
 
+def test_the_queries_of_one_page_request_share_its_retries(client, comments_table, strict_endpoint):
+    """A rating filter reads two partitions at once; in a storm they re-send MAX_ATTEMPTS - 1 times
+    between them, not each: a page's retries cost DynamoDB no more than one Query's."""
+    sku = "AWS-FILTERED"
+    factories.seed(sku, 40, seed=3)
+    factories.product(sku)
+    strict_endpoint.set_faults([{"kind": "ThrottlingException", "rate": 1.0, "operations": ["Query"]}])
+    request_id = f"filter-{uuid.uuid4().hex[:8]}"
+    response = client.get(f"/products/{sku}/?rating=2&rating=3", headers={"X-Request-ID": request_id})
+    assert response.status_code == 503
+    attempts = strict_endpoint.attempts_summary()["by_request_id"][request_id]
+    assert attempts["invocations"] >= 2
+    assert attempts["attempts"] - attempts["invocations"] == settings.DYNAMODB["MAX_ATTEMPTS"] - 1
+    retried = [entry["attempt"] for entry in strict_endpoint.requests() if entry["request_id"] == request_id]
+    assert None not in retried and max(retried) <= settings.DYNAMODB["MAX_ATTEMPTS"]
+
+
 def test_a_validation_exception_is_raised_once_not_retried(comments_table, strict_endpoint):
     strict_endpoint.clear_requests()
     with pytest.raises(dynamodb_reads().client.exceptions.ClientError) as caught:
