@@ -3,6 +3,7 @@ beside the baseline that reaches page N by reading pages 1..N-1 through LastEval
 
     python -m bench.page_depth            # the flagship product with 100,000 comments
     python -m bench.page_depth --smoke    # 3,000 comments: a quick check that it all works
+    python -m bench.page_depth --size 1000000 --sqlite-only --no-dynalite --no-baseline   # page 50,000 vs 11
 
 Each page is served through Django's WSGI handler (middleware, view, template, ETag: everything but
 the HTTP server), with the fast window's, the rendered pages' and the micro-cache off so every request does its own reads and renders. Timers wrap
@@ -333,13 +334,18 @@ def plot(rows: list[dict], baseline: list[dict], pages: list[int], path) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SIZE:,} comments instead of {SIZE:,}")
+    parser.add_argument("--size", type=int, help=f"the flagship's comments (default {SIZE:,})")
+    parser.add_argument("--sqlite-only", action="store_true",
+                        help="only the default stack's index (relational on SQLite), not Redis and PostgreSQL")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false",
+                        help="skip the LastEvaluatedKey walk (page N costs N-1 Queries: hours at 1,000,000 comments)")
     parser.add_argument("--no-dynalite", dest="dynalite", action="store_false",
                         help="skip the read path on dynalite (npm; `make bench` installs it)")
     parser.add_argument("--dynalite-only", action="store_true",
                         help="only the read path on dynalite (no DynamoDB Local backends, no baseline)")
     args = parser.parse_args(argv)
     args.dynalite = args.dynalite_only or args.dynalite and not args.smoke and DYNALITE.exists()
-    size = SMOKE_SIZE if args.smoke else SIZE
+    size = SMOKE_SIZE if args.smoke else (args.size or SIZE)
     out = lambda text: print(text, flush=True)  # noqa: E731
     load_at_start = __import__("os").getloadavg()
     dataset = Dataset(size)
@@ -358,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             baseline, starts = [], []
             if not args.dynalite_only:
                 rows += bench_backend("relational/SQLite", pages, out)
-                for name, make in (("redis", redis_index), ("relational/PostgreSQL", postgres_index)):
+                others = () if args.sqlite_only else (("redis", redis_index), ("relational/PostgreSQL", postgres_index))
+                for name, make in others:
                     with ExitStack() as stack:
                         try:
                             version = stack.enter_context(make())
@@ -373,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                     starts.append(start_cost(number))
                     out(f"  start cost page {number:>6,}: ExclusiveStartKey {starts[-1]['exclusive_start_key_ms']} ms, "
                         f"SK < boundary {starts[-1]['key_condition_ms']} ms")
-                for number in pages:
+                for number in pages if args.baseline else ():
                     baseline.append(baseline_page(number))
                     out(f"  baseline page {number:>6,}: {baseline[-1]['total_ms']:9.1f} ms ({number:,} queries)")
             # The same read path on dynalite (in memory, reads only), an emulator of another make, for comparison.
