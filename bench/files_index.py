@@ -13,8 +13,9 @@ apply rate.
   whose wall time, CPU time and peak RSS (VmHWM, interpreter and numpy included) are reported
 - apply rate: batches of 100 ops over 50 groups, each batch fsynced (syncfs) as sync_index's are
 - replace() memory: a group of 5,000,000 entries (the seeds' largest product; smoke 200,000) built
-  from a generator in a process of its own, peak RSS and time, against the build before this round
-  (the whole group as a dict of its texts, then sorted) in the same run
+  from a generator in a process of its own, peak RSS and time: in random order ("chunks") and newest
+  first as a rebuild gives them ("ordered"), against the build before this round (the whole group as
+  a dict of its texts, then sorted: "dict") in the same run
 """
 from __future__ import annotations
 
@@ -65,14 +66,15 @@ def peak_mib():
     line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
     return int(line.split()[1]) / 1024
 path, count, how, base = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-def stream():
+def stream():  # random keys; "ordered": newest first, as a rebuild's Query gives them
     rng = random.Random(9)
-    for _ in range(count):
-        yield uuid.UUID(int=rng.getrandbits(128)).hex, micros_sort_key(base + rng.randrange(10**13))
+    for n in range(count):
+        key = base + (count - n) * 1000 if how == "ordered" else base + rng.randrange(10**13)
+        yield uuid.UUID(int=rng.getrandbits(128)).hex, micros_sort_key(key)
 index = FileIndex({"PATH": path, "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
 before = peak_mib()
 wall, cpu = time.perf_counter(), time.process_time()
-if how == "chunks":
+if how in ("chunks", "ordered"):
     index.replace("g", stream())
 else:  # the build before this round: the group as a dict of its texts, sorted by numpy
     latest = dict(stream())
@@ -180,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
 
         replace_size = SMOKE_REPLACE_SIZE if args.smoke else REPLACE_SIZE
         report["replace_memory"] = {"entries": replace_size}
-        for how in ("dict", "chunks"):
+        for how in ("dict", "chunks", "ordered"):
             done = subprocess.run([sys.executable, "-c", REPLACER, str(Path(tmp) / f"replace-{how}"),
                                    str(replace_size), how, str(BASE_MICROS)], capture_output=True, text=True, check=True)
             figures = report["replace_memory"][how] = json.loads(done.stdout)

@@ -81,6 +81,25 @@ def test_replace_reads_uuid_entries_a_chunk_at_a_time_and_the_last_of_a_member_w
     assert index.count("g") == 0
 
 
+def test_a_stream_already_in_index_order_is_taken_as_it_comes_and_any_slip_is_sorted(index, monkeypatch):
+    """A rebuild's stream (newest first, equal keys by member descending) is written as its chunks
+    came; chunks out of order are sorted into one."""
+    monkeypatch.setattr("pagination_index.backends.files.index.REPLACE_CHUNK", 64)
+    rng = random.Random(8)
+    ordered = newest_first([(uuid_member(rng), sk(rng.randrange(300))) for _ in range(700)])  # many equal keys
+    records = fmt.uuid_records(dict(ordered))
+    chunks = [records[n:n + 64].copy() for n in range(0, 700, 64)]
+    taken = fmt.merge_uuid_chunks(list(chunks))
+    assert len(taken) == len(chunks) and all(a is b for a, b in zip(taken, chunks))  # as they came
+    swapped = [*chunks[:3], chunks[4], chunks[3], *chunks[5:]]
+    merged = fmt.merge_uuid_chunks(swapped)
+    assert len(merged) == 1 and (merged[0] == records).all()
+    index.replace("g", iter(ordered))
+    assert index.range("g", 0, 700) == ordered
+    index.replace("g", iter([*ordered[:100], ordered[150], *ordered[100:150], *ordered[151:]]))
+    assert index.range("g", 0, 700) == ordered
+
+
 def test_a_uuid_group_that_gets_another_member_changes_layout_at_commit(index):
     member = uuid.uuid4().hex
     index.replace("g", [(member, sk(1))])

@@ -118,15 +118,24 @@ def uuid_only(members) -> bool:
     return all(_HEX32.fullmatch(member) for member in members)
 
 
-def merge_uuid_chunks(chunks: list[np.ndarray]) -> np.ndarray:
-    """UUID24 records built a chunk at a time (each by uuid_records), in the order they were given,
-    as one array in index order where a member given more than once keeps its last sort key. About
-    60 bytes an entry at the peak (the records, a sort's indices and keys, the sorted copy),
-    against a few hundred for a dict of the entries' texts."""
+def merge_uuid_chunks(chunks: list[np.ndarray]) -> list[np.ndarray]:
+    """UUID24 record chunks (each by uuid_records, so each in index order), in the order they were
+    given, as chunks that follow on in index order, where a member given more than once keeps its
+    last sort key.
+
+    A rebuild gives each member once, newest first (a Query of the product's partition): then the
+    chunks are taken as they are, and the peak is the records plus 8 bytes an entry to check that
+    no member repeats (a group of 5,000,000: bench.files_index). Repeated members or another order
+    cost one array and a full sort: about 60 bytes an entry at the peak, against a few hundred for a
+    dict of the entries' texts."""
+    if not chunks:
+        return []
+    if not _shared_high_halves(chunks) and all(_before(a[-1], b[0]) for a, b in zip(chunks, chunks[1:])):
+        return chunks
     records = np.concatenate(chunks) if len(chunks) != 1 else chunks[0]
     chunks.clear()
     if len(records) > 1:
-        # Members in order, each run of one member in arrival order: the last of a run is its latest.
+        # Each run of one member in arrival order: the last of a run is its latest.
         order = np.lexsort((np.arange(len(records)), records["lo"], records["hi"]))
         high, low = records["hi"][order], records["lo"][order]
         last = np.ones(len(order), dtype=bool)
@@ -136,7 +145,20 @@ def merge_uuid_chunks(chunks: list[np.ndarray]) -> np.ndarray:
             records = records[order[last]]
         del order, last
         records = records[np.lexsort((records["lo"], records["hi"], records["k"]))[::-1]]
-    return records.astype(UUID_COLUMNS, copy=False)  # concatenate() gives native byte order
+    return [records.astype(UUID_COLUMNS, copy=False)]  # concatenate() gives native byte order
+
+
+def _shared_high_halves(chunks: list[np.ndarray]) -> bool:
+    """Whether two records' members share their first 8 bytes (every repeated member does)."""
+    high = np.concatenate([chunk["hi"].astype(np.uint64) for chunk in chunks])
+    high.sort()
+    return bool((high[1:] == high[:-1]).any())
+
+
+def _before(a, b) -> bool:
+    """Whether record a comes strictly before record b in index order (newest first, then member
+    descending)."""
+    return (int(a["k"]), int(a["hi"]), int(a["lo"])) > (int(b["k"]), int(b["hi"]), int(b["lo"]))
 
 
 def decode_records(data: bytes, layout: int, record_size: int) -> list[Entry]:

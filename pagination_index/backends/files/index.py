@@ -366,10 +366,9 @@ class FileIndex(NetWriteIndex):
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
         """Bulk build: write the sorted generation directly, no log. The table's members (uuid hex)
-        are read REPLACE_CHUNK entries at a time into 24-byte records and sorted by numpy at the
-        end (fmt.merge_uuid_chunks: about 60 bytes an entry at the peak, 300 MB for a group of
-        5,000,000); any other member turns the group into a dict of its texts, as small groups of
-        the tests' have (docs/scaling.md)."""
+        are read REPLACE_CHUNK entries at a time into 24-byte records, written as they are when they
+        came in index order (a rebuild's stream), else sorted by numpy (fmt.merge_uuid_chunks); any other member turns the
+        group into a dict of its texts, as small groups of the tests' have (docs/scaling.md)."""
         stream, chunks, latest = iter(entries), [], None
         while chunk := dict(itertools.islice(stream, REPLACE_CHUNK)):
             if not fmt.uuid_only(chunk):
@@ -381,20 +380,20 @@ class FileIndex(NetWriteIndex):
                 break
             chunks.append(fmt.uuid_records(chunk))
         if latest is None:
-            self.replace_records(group, fmt.merge_uuid_chunks(chunks) if chunks else np.empty(0, UUID_COLUMNS))
+            self.replace_records(group, *fmt.merge_uuid_chunks(chunks))
             return
         layout, size = fmt.layout_for(latest)
         records = fmt.encode_records(newest_first(latest.items()), layout, size)
         with self._locked(group):
             self._publish(group, self._view(group), layout, size, len(latest), [records])
 
-    def replace_records(self, group: str, records: np.ndarray) -> None:
-        """The bulk path under replace(): UUID24 records (fmt.UUID_COLUMNS), already in index order
-        with each member once, written as the group's next generation (bench.scale_bulk loads the
-        seeds' 500 million entries through it)."""
-        data = memoryview(records.view(np.uint8)) if len(records) else b""
+    def replace_records(self, group: str, *parts: np.ndarray) -> None:
+        """The bulk path under replace(): UUID24 records (fmt.UUID_COLUMNS) in one or more arrays
+        that follow on in index order, each member once, written as the group's next generation
+        (bench.scale_bulk loads the seeds' 500 million entries through it)."""
+        data = [memoryview(part.view(np.uint8)) for part in parts if len(part)]
         with self._locked(group):
-            self._publish(group, self._view(group), fmt.UUID24, 24, len(records), [data])
+            self._publish(group, self._view(group), fmt.UUID24, 24, sum(len(part) for part in parts), data or [b""])
 
     def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
         """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""
