@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.conf import settings
         from django.test import override_settings
 
+        import tests.signals  # noqa: F401  (override_settings rebuilds the AWS clients the seeding made)
         from bench.load import mixes
         from stack.strict_endpoint import StrictEndpoint
 

@@ -229,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.conf import settings
         from django.test import override_settings
 
+        import tests.signals  # noqa: F401  (override_settings rebuilds the AWS clients a first seeding made)
         from bench.load import mixes
         from stack.strict_endpoint import StrictEndpoint
 
