@@ -47,6 +47,16 @@ def test_seed_demo_progress_on_stderr_and_quiet_at_v0(comments_table):
     assert (out, err) == ("comments table already has data: products updated, no comments written\n", "")
 
 
+def test_seed_demo_can_fill_the_index_from_what_it_writes(comments_table):
+    """--index: the index written from the seeding (no read back), and verify_index finds it equal to
+    the table."""
+    out, _ = run("seed_demo", big=40, products=3, comments=9, threads=2, index=True)
+    assert out == "3 products, 49 comments written, 98 index entries in 10 groups\n"  # 40 + 9 + none; 2 groups each
+    assert get_index().count("KETTLE-2000") == 40
+    out, _ = run("verify_index", recheck_seconds=0)
+    assert out.startswith("index matches the table")
+
+
 def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table):
     factories.seed("OUT-2", 12, seed=52)
     assert run("sync_index", once=True, verbosity=0) == ("", "")
