@@ -10,7 +10,6 @@ from comments.store import put_comments
 from comments.table.keys import rating_group
 from comments.table.source import CommentsTableSource
 from pagination_index import get_index
-from pagination_index.backends.base import newest_first
 from pagination_index.management import ReportingCommand
 from shop.models import Product
 
@@ -60,7 +59,7 @@ class Command(ReportingCommand):
         if index:
             pagination = get_index()
             for group, entries in groups.items():
-                pagination.replace(group, newest_first(entries))
+                pagination.replace(group, entries)  # in any order: replace() sorts
         self.summary(f"{len(catalogue)} products, {total} comments written"
                      + (f", {sum(map(len, groups.values()))} index entries in {len(groups)} groups" if index else ""))
 
