@@ -45,6 +45,7 @@ import numpy as np
 
 from bench.common import format_table, machine_info, stamp, write_json
 from bench.scale import product_sizes
+from pagination_index.backends.files.format import UUID_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE_MICROS = 1_700_000_000_000_000
@@ -53,7 +54,6 @@ SMOKE_ENTRIES = 200_000
 # The sizes: what `make bench` (no --entries) loads into each backend.
 FULL_ENTRIES = {"files": 500_000_000, "redis": 20_000_000, "relational": 50_000_000}
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
-UUID_COLUMNS = np.dtype([("k", ">i8"), ("hi", ">u8"), ("lo", ">u8")])
 
 
 def peak_mib() -> float:

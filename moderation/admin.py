@@ -14,6 +14,7 @@ from django.urls import path
 from comments.table.client import StoreUnavailable
 from moderation import services
 from moderation.models import AuditEntry, ModeratedComment, Report
+from pagination_index.admin import ReadOnlyModelAdmin
 
 MODERATE_PERMISSION = "moderation.moderate_comment"
 
@@ -78,21 +79,9 @@ def _moderation_action(service, *, description: str, done: str):
     return action
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Rows change only through the moderation services (and the audit log never): no add, change or delete."""
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
+# Rows change only through the moderation services (and the audit log never): read-only screens.
 @admin.register(ModeratedComment)
-class ModeratedCommentAdmin(ReadOnlyAdmin):
+class ModeratedCommentAdmin(ReadOnlyModelAdmin):
     """The queue: most open reports first. Staff need the "moderate comments" permission for the
     actions; viewing needs only the view permission."""
     list_display = ["excerpt", "author", "sku", "state", "open_reports", "last_reported_at"]
@@ -148,12 +137,10 @@ class ModeratedCommentAdmin(ReadOnlyAdmin):
             "form": form, "erasure": erasure})
 
 
-
 @admin.register(AuditEntry)
-class AuditEntryAdmin(ReadOnlyAdmin):
+class AuditEntryAdmin(ReadOnlyModelAdmin):
     """Visible to staff with the view permission; nobody may add, change or delete an entry."""
     list_display = ["at", "actor_name", "action", "comment_id", "sku", "reason"]
     list_filter = ["action"]
     search_fields = ["=comment_id", "sku", "actor_name", "reason"]
     date_hierarchy = "at"
-

@@ -8,12 +8,9 @@ from pagination_index.models import ShardCheckpoint, StaleGroup
 from pagination_index.stream import checkpoint_database
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Lists and detail pages in the database the consumer writes them to (the index's own on the
-    relational backend), never a form that saves."""
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).using(checkpoint_database(get_index()))
+class ReadOnlyModelAdmin(admin.ModelAdmin):
+    """Lists and detail pages, never a form that saves: no add, change or delete (moderation's queue
+    and audit log use it too)."""
 
     def has_add_permission(self, request):
         return False
@@ -23,6 +20,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnlyModelAdmin):
+    """In the database the consumer writes them to (the index's own on the relational backend)."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(checkpoint_database(get_index()))
 
 
 @admin.register(ShardCheckpoint)

@@ -366,9 +366,10 @@ class FileIndex(NetWriteIndex):
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
         """Bulk build: write the sorted generation directly, no log. The table's members (uuid hex)
-        are read REPLACE_CHUNK entries at a time into 24-byte records, written as they are when they
-        came in index order (a rebuild's stream), else sorted by numpy (fmt.merge_uuid_chunks); any other member turns the
-        group into a dict of its texts, as small groups of the tests' have (docs/scaling.md)."""
+        are read REPLACE_CHUNK entries at a time into 24-byte records, written as they are if
+        they came in index order (a rebuild's stream), else sorted by numpy
+        (fmt.merge_uuid_chunks); any other member turns the group into a dict of its texts, as
+        small groups of the tests' have (docs/scaling.md)."""
         stream, chunks, latest = iter(entries), [], None
         while chunk := dict(itertools.islice(stream, REPLACE_CHUNK)):
             if not fmt.uuid_only(chunk):
@@ -430,7 +431,7 @@ class FileIndex(NetWriteIndex):
         """(layout, record size, count, record chunks) of the generation plus its log."""
         overlay, header = view.overlay, view.base.header if view.base else None
         inserted, _, deleted = overlay.prepared()
-        uuid_only = all(fmt._HEX32.fullmatch(member) for member in overlay.inserted)
+        uuid_only = fmt.uuid_only(overlay.inserted)
         if uuid_only and (header is None or header.layout == fmt.UUID24):
             if view.base is not None:
                 data = view.base.read_records(0, header.count)
