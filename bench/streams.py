@@ -42,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTS = [f"S-{n:02d}" for n in range(12)]
+BACKENDS = ("relational", "redis", "files", "dynamodb")
 
 
 def parse_args(argv=None):
@@ -52,6 +53,10 @@ def parse_args(argv=None):
     parser.add_argument("--rate", type=float, default=200.0, help="writes per second")
     parser.add_argument("--smoke", action="store_true", help="600 writes, 1 -> 4 -> 12 shards, roll-over every 5 s")
     parser.add_argument("--skip-lambda", action="store_true")
+    parser.add_argument("--backend", choices=BACKENDS, default="relational",
+                        help="the index backend the consumers write (default: relational)")
+    parser.add_argument("--lease-seconds", type=float, default=5.0,
+                        help="SYNC_INDEX_LEASE_SECONDS of the consumers: how soon the standby takes a dead one's shards")
     args = parser.parse_args(argv)
     if args.smoke:
         args.writes, args.max_shards, args.rollover_seconds, args.rate = 600, 12, 5.0, 100.0
@@ -71,10 +76,12 @@ def main(argv=None) -> int:
             "options": {"seed": 28, "rollover_seconds": args.rollover_seconds, "empty_page_rate": 0.3}}}
         with StrictEndpoint(dynamodb.endpoint_url, config=config, log_path=tmp / "endpoint.log") as endpoint:
             database = _database(tmp)
+            run_id = uuid.uuid4().hex[:8]
             env = {**os.environ, **endpoint.env(), "DJANGO_SETTINGS_MODULE": "shop.settings",
-                   "DATABASE_URL": database, "PAGINATION_INDEX_BACKEND": "relational",
-                   "COMMENTS_TABLE": f"bench-streams-{uuid.uuid4().hex[:8]}", "SYNC_INDEX_POLL_SECONDS": "0.5",
-                   "SYNC_INDEX_LEASE_SECONDS": "5", "DJANGO_SECRET_KEY": "bench-only-not-secret"}
+                   "DATABASE_URL": database, "PAGINATION_INDEX_BACKEND": args.backend,
+                   "COMMENTS_TABLE": f"bench-streams-{run_id}", "SYNC_INDEX_POLL_SECONDS": "0.5",
+                   "SYNC_INDEX_LEASE_SECONDS": str(args.lease_seconds), "DJANGO_SECRET_KEY": "bench-only-not-secret",
+                   **_backend_env(args.backend, run_id, tmp)}
             os.environ.update(env)
             import django
 
@@ -89,12 +96,19 @@ def main(argv=None) -> int:
                     report["lambda"] = run_lambda(args, endpoint)
                     report["lambda_during_rebuild"] = run_lambda(args, endpoint, rebuild_env=env)
             finally:
+                if args.backend != "relational":
+                    from pagination_index import get_index
+
+                    get_index().clear()
                 _drop(database)
     from bench.common import machine_info, stamp, write_json
 
     report["settings"] = {"writes": args.writes, "max_shards": args.max_shards,
                           "rollover_seconds": args.rollover_seconds, "rate": args.rate, "empty_page_rate": 0.3,
-                          "index": "relational/" + ("postgresql" if report_db_is_pg(os.environ["DATABASE_URL"]) else "sqlite")}
+                          "lease_seconds": args.lease_seconds,
+                          "index": args.backend if args.backend != "relational" else
+                          "relational/" + ("postgresql" if report_db_is_pg(os.environ["DATABASE_URL"]) else "sqlite"),
+                          "checkpoints": "postgresql" if report_db_is_pg(os.environ["DATABASE_URL"]) else "sqlite"}
     report["machine"] = machine_info({}, load_at_start, "shared machine: 2 cores, other helpers' tests running")
     print_report(report)
     path = write_json("streams", args.smoke, stamp(), report)
@@ -105,6 +119,15 @@ def main(argv=None) -> int:
 
 
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
+
+
+def _backend_env(backend: str, run_id: str, tmp: Path) -> dict:
+    """Where each backend keeps this run's index: Redis under a prefix of the run's own (in the
+    index's database of the local Redis), files in the run's folder, DynamoDB in a table beside the
+    comments table; the relational one in the run's database."""
+    return {"redis": {"PAGINATION_INDEX_KEY_PREFIX": f"bench-streams-{run_id}:"},
+            "files": {"PAGINATION_INDEX_PATH": str(tmp / "index")},
+            "dynamodb": {"PAGINATION_INDEX_DYNAMODB_TABLE": f"bench-streams-{run_id}-pidx"}}.get(backend, {})
 
 
 def _database(tmp: Path) -> str:
@@ -145,6 +168,8 @@ class Writer(threading.Thread):
         self.count, self.rate, self.rng = count, rate, random.Random(seed)
         self.on_progress = on_progress
         self.samples: dict[str, float] = {}  # PK -> write time
+        self.keys: dict[str, tuple[str, str]] = {}  # PK -> (product, SK) of a sample, where to look for it
+        self.written: dict[str, float] = {}  # every sample's write time (samples loses deleted ones)
         self.done = 0
 
     def run(self):
@@ -161,7 +186,8 @@ class Writer(threading.Thread):
                                          body="stream bench")
                 live.append(comment)
                 if n % 10 == 0:
-                    self.samples[comment.pk] = time.time()
+                    self.keys[comment.pk] = (comment.sku, comment.sk)
+                    self.samples[comment.pk] = self.written[comment.pk] = time.time()
             else:
                 comment = live.pop(self.rng.randrange(len(live)))
                 key = {"PK": {"S": comment.pk}, "SK": {"S": comment.sk}}
@@ -180,6 +206,8 @@ class Writer(threading.Thread):
                     dynamodb().update_item(TableName=table_name(), Key=key, UpdateExpression="SET PK2 = :s, PK2R = :g",
                                            ExpressionAttributeValues={":s": {"S": sku},
                                                                       ":g": {"S": f"{sku}/{comment.rating}"}})
+                    if comment.pk in self.keys:
+                        self.keys[comment.pk] = (sku, comment.sk)
                     live.append(dataclasses.replace(comment, sku=sku))
             self.done = n + 1
             if self.on_progress:
@@ -190,7 +218,9 @@ class Writer(threading.Thread):
 
 
 class LagWatcher(threading.Thread):
-    """Polls the relational index for the sampled inserts: lag = present - written."""
+    """Polls the index for the sampled inserts: lag = present - written. The relational index is
+    asked for all pending members in one query; any other backend through its public API, as a
+    page would find the entry: at(count_newer(entry)) is the entry."""
 
     def __init__(self, writer: Writer):
         super().__init__(daemon=True)
@@ -199,17 +229,32 @@ class LagWatcher(threading.Thread):
     def run(self):
         from django.db import connection
 
-        from pagination_index.models import IndexEntry
+        from pagination_index import get_index
+        from pagination_index.backends.relational import RelationalIndex
 
-        while not self.stop.wait(0.1):
+        index = get_index()
+        relational = isinstance(index, RelationalIndex)
+        while not self.stop.wait(0.1 if relational else 0.25):
             pending = [pk for pk in list(self.writer.samples) if pk not in self.lags]
             if pending:
                 now = time.time()
-                for pk in IndexEntry.objects.filter(member__in=pending).values_list("member", flat=True).distinct():
+                for pk in self._present(index, relational, pending):
                     written = self.writer.samples.get(pk)
                     if written is not None:
                         self.lags[pk] = now - written
         connection.close()
+
+    def _present(self, index, relational: bool, pending: list[str]):
+        if relational:
+            from pagination_index.models import IndexEntry
+
+            return IndexEntry.objects.filter(member__in=pending).values_list("member", flat=True).distinct()
+        present = []
+        for pk in pending:
+            group, sort_key = self.writer.keys[pk]
+            if index.at(group, index.count_newer(group, sort_key, pk)) == (pk, sort_key):
+                present.append(pk)
+        return present
 
 
 # --- 1. sync_index ---------------------------------------------------------------------------------
@@ -279,11 +324,17 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     from pagination_index.models import StaleGroup
 
     lags = sorted(watcher.lags.values())
-    # The samples written from a kill until its shards are surely taken over (the lease, a poll and
-    # a start-up's worth) against all the others: what the SIGKILLs cost, apart from the rest.
+    # The samples a SIGKILL held up: waiting to be applied when it came, or written from then until
+    # its shards are surely taken over (the lease, a poll and a start-up's worth); against all the
+    # others: what the SIGKILLs cost, apart from the rest.
     lease = float(env.get("SYNC_INDEX_LEASE_SECONDS", 5))
-    near_kill = lambda written: any(kill <= written <= kill + lease + 5 for kill in state["kills"])  # noqa: E731
-    calm = sorted(lag for pk, lag in watcher.lags.items() if not near_kill(writer.samples.get(pk, 0)))
+
+    def near_kill(pk):
+        written = writer.written[pk]
+        applied = written + watcher.lags[pk]
+        return any(written <= kill <= applied or kill <= written <= kill + lease + 5 for kill in state["kills"])
+
+    calm = sorted(lag for pk, lag in watcher.lags.items() if not near_kill(pk))
     status = endpoint.hook_status("streams")
     return {
         "writes": writer.done, "write_seconds": round(written - started, 1),
@@ -316,7 +367,7 @@ def run_lambda(args, endpoint, rebuild_env: dict | None = None) -> dict:
     from comments.table.client import dynamodbstreams
     from comments.table.schema import create_tables, delete_tables
     from pagination_index.aws_lambda import handler
-    from pagination_index.models import IndexEntry, IndexGroup
+    from pagination_index import get_index
     from stack.lambda_driver import EventSourceMapping
 
     # 8 shards before the table is made again: its new stream splits to the count set when it starts
@@ -325,8 +376,7 @@ def run_lambda(args, endpoint, rebuild_env: dict | None = None) -> dict:
     endpoint.configure_hook("streams", shards=8, rollover_seconds=args.rollover_seconds)
     delete_tables()
     create_tables()
-    IndexEntry.objects.all().delete()
-    IndexGroup.objects.all().delete()
+    get_index().clear()
     arn = get_stream_arn()
     rebuild: dict = {}
 

@@ -42,6 +42,16 @@ def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) ->
     return bool(taken)
 
 
+def leases_acquire(*, stream_arn: str, shard_ids: list[str], owner: str, seconds: float, using: str) -> int:
+    """lease_acquire() of many unfinished shards in one statement (a consumer's poll); the
+    checkpoints read after it say which are ours."""
+    return (
+        ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, shard_id__in=shard_ids, finished=False)
+        .filter(_free_or_mine(owner))
+        .update(lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds))
+    )
+
+
 def lease_hold(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> None:
     """Renew a lease we hold (inside a transaction this also locks the row until commit)."""
     now = timezone.now()
@@ -50,6 +60,14 @@ def lease_hold(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> No
     )
     if not renewed:
         raise LeaseLost(f"shard {checkpoint.shard_id}: lease lost to another consumer")
+
+
+def leases_hold(*, checkpoints: list[ShardCheckpoint], owner: str, seconds: float, using: str) -> int:
+    """lease_hold() of many shards in one statement; how many were still ours."""
+    now = timezone.now()
+    return ShardCheckpoint.objects.using(using).filter(
+        pk__in=[checkpoint.pk for checkpoint in checkpoints], lease_owner=owner, lease_expires_at__gt=now
+    ).update(lease_expires_at=now + timedelta(seconds=seconds))
 
 
 def lease_release(*, stream_arn: str, owner: str, using: str) -> int:

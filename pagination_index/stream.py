@@ -9,6 +9,8 @@ the source's business (settings.PAGINATION_INDEX_SOURCE).
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import random
 import threading
@@ -36,9 +38,10 @@ from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
-    lease_acquire,
     lease_hold,
     lease_release,
+    leases_acquire,
+    leases_hold,
     leases_renew,
     leases_take,
     new_owner_id,
@@ -119,6 +122,21 @@ class Turn:
     empties: int = 0
     lost: bool = False  # a loss was reported in this turn already
     delivered: bool = False  # records came in this turn
+    position: str | None = None  # the last sequence number fetched (applied at the next commit)
+    lease_lost: bool = False
+    paused: str = ""  # why the turn stopped with the shard still open: "caught up" or "budget"
+
+
+@dataclass
+class Batch:
+    """One GetRecords page of a shard, fetched and waiting to be applied and checkpointed."""
+
+    checkpoint: ShardCheckpoint
+    records: list[dict]
+    finished: bool  # the shard's last page: it is closed and read to its end
+    turn: Turn | None = None
+    fetched_at: float = 0.0
+    ops: int = 0  # set once committed
 
 
 class StreamConsumer:
@@ -128,15 +146,24 @@ class StreamConsumer:
     # asking only for a finished shard's children (ShardFilter CHILD_SHARDS); GetRecords is limited
     # to 5 calls a second per shard, so one shard is read at most every `pacing` seconds.
     map_refresh_seconds = (30.0, 60.0)
+    listing_call_seconds = 10.0
     pacing = 0.2
     # GetRecords calls one shard may make per poll before the others get their turn.
     shard_budget = 10
+    # Following, a poll goes on this long: a shard whose turn ended at its current end is read again
+    # every poll interval meanwhile, so a record waits for its own shard's next read, not for a
+    # pass over every shard (at 120 shards a pass takes seconds). Then the poll ends, and the next
+    # one starts with fresh checkpoints, leases and listing.
+    poll_span = 5.0
     # An open shard may answer empty pages before its records: read on through this many in a row
     # (one, for a shard whose last turn already ended on empty pages).
     empty_reads = 5
     # Finished shards per poll whose children are asked for alone (ShardFilter CHILD_SHARDS); past
     # that, the next poll lists the stream in full.
     child_calls_per_poll = 2
+    # Pages fetched within this long of each other (from any shards) are applied and checkpointed in
+    # one transaction: one apply per group and a few statements, however many shards fed it.
+    commit_seconds = 0.1
     finished_checkpoint_keep = timedelta(hours=48)
 
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
@@ -160,7 +187,9 @@ class StreamConsumer:
         self._map_due = 0.0
         self._idle: set[str] = set()  # shards whose last turn ended on empty pages
         self._last_read: dict[str, float] = {}
+        self._turn_numbers = itertools.count()  # ties in the pacing heap
         self._checked_start = False
+        self._uncommitted: list[Batch] = []  # pages fetched in this poll, not applied yet
         self.describe_calls = 0
         self.lag = LagSampler()
 
@@ -200,14 +229,24 @@ class StreamConsumer:
         """The cached shard map; listed afresh when due, which also settles shards missing from it
         and prunes old finished checkpoints."""
         if self._map is None or time.monotonic() >= self._map_due:
+            calls = self.describe_calls
             self._map = {shard["ShardId"]: shard for shard in self.describe_shards()}
-            self._map_due = time.monotonic() + random.uniform(*self.map_refresh_seconds)
+            # A listing pages through every shard the stream still keeps (closed ones too, for the
+            # 24 hours of retention: about seven generations at AWS's four-hour roll-over), so the
+            # refresh spends at most one call per `listing_call_seconds` however long it grows.
+            pages = self.describe_calls - calls
+            self._map_due = time.monotonic() + max(random.uniform(*self.map_refresh_seconds),
+                                                   pages * self.listing_call_seconds)
             self._vanished(checkpoints, result)
             self._prune()
         return self._map
 
     def _children(self, shard_id: str) -> list[dict]:
-        """A finished shard's children (one DescribeStream call, not a listing); new ones join the map."""
+        """A finished shard's children: from the map when a listing already brought them, else one
+        DescribeStream call (not a listing); new ones join the map."""
+        known = [shard for shard in self._map.values() if shard.get("ParentShardId") == shard_id]
+        if known:
+            return known
         children = [shard for shard in self.describe_shards(ShardFilter={"Type": "CHILD_SHARDS", "ShardId": shard_id})
                     if shard.get("ParentShardId") == shard_id]
         for child in children:
@@ -226,11 +265,13 @@ class StreamConsumer:
         )
         return checkpoint
 
-    def _shard_iterator(self, checkpoint: ShardCheckpoint) -> str:
-        """An iterator just after the checkpoint (network only: workers call it)."""
+    def _shard_iterator(self, checkpoint: ShardCheckpoint, after: str | None = None) -> str:
+        """An iterator just after the checkpoint, or after a later record already fetched (network
+        only: workers call it)."""
         kwargs = {"StreamArn": self.stream_arn, "ShardId": checkpoint.shard_id}
-        if checkpoint.sequence_number:
-            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=checkpoint.sequence_number)
+        after = after or checkpoint.sequence_number
+        if after:
+            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", SequenceNumber=after)
         else:
             kwargs["ShardIteratorType"] = "TRIM_HORIZON"
         return self._call(self.client.get_shard_iterator, **kwargs)["ShardIterator"]
@@ -323,21 +364,24 @@ class StreamConsumer:
         )
 
     # --- reading ------------------------------------------------------------------------------
-    def poll(self) -> PollResult:
+    def poll(self, revisit: float | None = None) -> PollResult:
         """One pass: every shard we can lease gets turns (up to its budget each) until each is at its
-        current end, finished, or out of budget. Network calls run on `workers` threads; applying and
-        checkpointing stay on this one (one database connection, batches of a shard in order)."""
+        current end, finished, or out of budget; with `revisit`, such shards are read again every
+        `revisit` seconds for `poll_span` seconds. Network calls run on `workers` threads; applying
+        and checkpointing stay on this one (one database connection, a shard's pages in order)."""
         result = PollResult()
         try:
-            self._poll(result)
+            self._poll(result, revisit)
         except Stopped:
             pass
         return result
 
-    def _poll(self, result: PollResult) -> None:
+    def _poll(self, result: PollResult, revisit: float | None = None) -> None:
+        span_until = time.monotonic() + (self.poll_span if revisit else 0.0)
         self._follow_stream(result)
         checkpoints = self.checkpoints()
         shard_map = self._shard_map(checkpoints, result)
+        checkpoints = self._lease_shards(shard_map, checkpoints)
         done = {shard_id for shard_id, cp in checkpoints.items() if cp.finished}
         pending = [shard for shard in shard_map.values() if shard["ShardId"] not in done]
         listed = set(shard_map)
@@ -347,69 +391,144 @@ class StreamConsumer:
             parent = shard.get("ParentShardId")
             return not parent or parent not in shard_map or parent in done
 
+        def finish(shard_id: str) -> None:
+            done.add(shard_id)
+            result.finished_shards.append(shard_id)
+            if len(result.finished_shards) > self.child_calls_per_poll:
+                # Many shards closed at once (a roll-over): one full listing next poll costs a call
+                # per 100 shards, not one per shard.
+                self._map_due, result.listing_due = 0.0, True
+                return
+            children = self._children(shard_id)
+            if not children:  # none listed (yet, or trimmed away): list afresh next poll
+                self._map_due, result.listing_due = 0.0, True
+            if shard_id in listed:  # one generation per poll: bounded work
+                fresh = [c for c in children if c["ShardId"] not in queued]
+                checkpoints.update(self._lease_shards({c["ShardId"]: c for c in fresh}, checkpoints))
+                pending.extend(fresh)
+                queued.update(c["ShardId"] for c in fresh)
+
+        self._finish = finish
         running: dict = {}
+        # Turns waiting for their shard's pacing, (due, n, turn): a worker never sleeps on a shard's
+        # pacing while another shard has records to fetch.
+        paced: list[tuple[float, int, Turn]] = []
+        renew_at = time.monotonic() + self.lease_seconds / 3
         with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="sync-read") as pool:
             try:
                 while not self.stop_event.is_set():
+                    now = time.monotonic()
+                    while paced and paced[0][0] <= now and len(running) < self.workers:
+                        turn = heapq.heappop(paced)[2]
+                        running[pool.submit(self._fetch, turn)] = turn
                     for shard in [s for s in pending if ready(s)]:
                         if len(running) >= self.workers:
                             break
                         pending.remove(shard)
-                        turn = self._start_turn(shard, done, result)
+                        turn = self._start_turn(shard, checkpoints, done, result)
                         if turn is not None:
-                            running[pool.submit(self._fetch, turn)] = turn
-                    if not running:
+                            self._schedule(turn, paced, running, pool)
+                    if not running and self._uncommitted:
+                        self._flush(result)
+                        continue
+                    if not running and not paced:
                         break
-                    completed, _ = wait(running, return_when=FIRST_COMPLETED)
+                    if not running:
+                        if self.stop_event.wait(max(paced[0][0] - time.monotonic(), 0.0)):
+                            break
+                        continue
+                    timeout = max(min(paced[0][0] if paced else renew_at, renew_at) - time.monotonic(), 0.0)
+                    completed, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+                    if time.monotonic() >= renew_at:  # a long poll keeps the leases it took at its start
+                        leases_renew(stream_arn=self.stream_arn, owner=self.owner, seconds=self.lease_seconds,
+                                     using=self.database)
+                        renew_at = time.monotonic() + self.lease_seconds / 3
                     for future in completed:
                         turn = running.pop(future)
                         if self._take(turn, future, result):
-                            running[pool.submit(self._fetch, turn)] = turn
-                        elif turn.checkpoint.finished:
-                            done.add(turn.checkpoint.shard_id)
-                            result.finished_shards.append(turn.checkpoint.shard_id)
-                            if len(result.finished_shards) > self.child_calls_per_poll:
-                                # Many shards closed at once (a roll-over): one full listing next poll
-                                # costs a call per 100 shards, not one per shard.
-                                self._map_due, result.listing_due = 0.0, True
-                                continue
-                            children = self._children(turn.checkpoint.shard_id)
-                            if not children:  # none listed (yet, or trimmed away): list afresh next poll
-                                self._map_due, result.listing_due = 0.0, True
-                            if turn.checkpoint.shard_id in listed:  # one generation per poll: bounded work
-                                pending += [c for c in children if c["ShardId"] not in queued]
-                                queued.update(c["ShardId"] for c in children)
+                            self._schedule(turn, paced, running, pool)
+                        elif turn.checkpoint.finished:  # gone from the stream (settled in _take)
+                            finish(turn.checkpoint.shard_id)
+                        elif (turn.paused and not turn.lease_lost and not result.listing_due
+                              and time.monotonic() < span_until and not self._behind(paced, revisit)):
+                            # A new turn of the same shard, read again after `revisit` if it was at its end.
+                            wait_for = revisit if turn.paused == "caught up" else 0.0
+                            turn.calls, turn.empties, turn.delivered, turn.paused = 0, 0, False, ""
+                            self._schedule(turn, paced, running, pool, not_before=time.monotonic() + wait_for)
+                    uncommitted = self._uncommitted
+                    if uncommitted and (sum(len(batch.records) for batch in uncommitted) >= self.batch_size
+                                        or time.monotonic() - uncommitted[0].fetched_at >= self.commit_seconds):
+                        self._flush(result)
+                if self._uncommitted and not self.stop_event.is_set():
+                    self._flush(result)
             finally:
+                self._uncommitted = []  # fetched, not applied: the checkpoints say where to read again
                 for future in running:
                     future.cancel()
 
-    def _start_turn(self, shard: dict, done: set[str], result: PollResult) -> Turn | None:
-        checkpoint = self._checkpoint(shard)
+    def _flush(self, result: PollResult) -> None:
+        """Apply and checkpoint the fetched pages; shards read to their end are then finished."""
+        batches, self._uncommitted = self._uncommitted, []
+        for batch in self._commit_batches(batches):
+            result.records += len(batch.records)
+            result.ops += batch.ops
+            if batch.finished:
+                self._finish(batch.checkpoint.shard_id)
+
+    @staticmethod
+    def _behind(paced: list, revisit: float) -> bool:
+        """The readers are a revisit interval behind the reads due: they cannot keep every shard
+        read that often, so the poll ends and the next pass takes each shard once, in turn."""
+        return bool(paced) and time.monotonic() - paced[0][0] > revisit
+
+    def _schedule(self, turn: Turn, paced: list, running: dict, pool, not_before: float = float("-inf")) -> None:
+        """Fetch a turn's next page now, or once its shard's pacing allows (AWS: 5 GetRecords a
+        second per shard)."""
+        due = max(self._last_read.get(turn.checkpoint.shard_id, float("-inf")) + self.pacing, not_before)
+        if due <= time.monotonic() and len(running) < self.workers:
+            running[pool.submit(self._fetch, turn)] = turn
+        else:
+            heapq.heappush(paced, (due, next(self._turn_numbers), turn))
+
+    def _lease_shards(self, shards: dict[str, dict], checkpoints: dict[str, ShardCheckpoint]) -> dict[str, ShardCheckpoint]:
+        """Checkpoints for new shards, and the leases of every unfinished shard that is free,
+        expired or ours, taken or renewed: a few statements a poll, not several per shard. Returns
+        the stream's checkpoints as they are now."""
+        missing = [shard for shard_id, shard in shards.items() if shard_id not in checkpoints]
+        if missing:
+            ShardCheckpoint.objects.using(self.database).bulk_create(
+                [ShardCheckpoint(stream_arn=self.stream_arn, shard_id=shard["ShardId"],
+                                 parent_shard_id=shard.get("ParentShardId") or "") for shard in missing],
+                ignore_conflicts=True)
+        leases_acquire(stream_arn=self.stream_arn, shard_ids=list(shards), owner=self.owner,
+                       seconds=self.lease_seconds, using=self.database)
+        return {**checkpoints, **{shard_id: cp for shard_id, cp in self.checkpoints().items() if shard_id in shards}}
+
+    def _start_turn(self, shard: dict, checkpoints: dict[str, ShardCheckpoint], done: set[str],
+                    result: PollResult) -> Turn | None:
+        shard_id = shard["ShardId"]
+        checkpoint = checkpoints[shard_id]
         if checkpoint.finished:  # another consumer finished it meanwhile
-            done.add(shard["ShardId"])
+            done.add(shard_id)
             return None
-        if not lease_acquire(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds):
-            self._iterators.pop(shard["ShardId"], None)
-            result.leased_elsewhere.add(shard["ShardId"])
+        if checkpoint.lease_owner != self.owner:
+            self._iterators.pop(shard_id, None)
+            result.leased_elsewhere.add(shard_id)
             return None
-        iterator, continues_from = self._iterators.pop(shard["ShardId"], (None, None))
+        iterator, continues_from = self._iterators.pop(shard_id, (None, None))
         if continues_from != checkpoint.sequence_number:  # someone else moved it: start afresh
             iterator = None
         return Turn(checkpoint, iterator)
 
     def _fetch(self, turn: Turn) -> dict:
-        """One GetRecords call of a turn (on a worker thread): paced, with an iterator got first if
-        the turn has none."""
-        shard_id = turn.checkpoint.shard_id
-        wait_for = self._last_read.get(shard_id, float("-inf")) + self.pacing - time.monotonic()
-        if wait_for > 0 and self.stop_event.wait(wait_for):
-            raise Stopped
+        """One GetRecords call of a turn (on a worker thread), with an iterator got first if the
+        turn has none."""
         if turn.iterator is None:
-            turn.iterator = self._shard_iterator(turn.checkpoint)
+            turn.iterator = self._shard_iterator(turn.checkpoint, after=turn.position)
         try:
             return self._call(self.client.get_records, ShardIterator=turn.iterator, Limit=self.batch_size)
         finally:
-            self._last_read[shard_id] = time.monotonic()
+            self._last_read[turn.checkpoint.shard_id] = time.monotonic()
 
     def _take(self, turn: Turn, future, result: PollResult) -> bool:
         """Apply one fetched page of a turn; True when the turn goes on reading."""
@@ -425,9 +544,11 @@ class StreamConsumer:
             if code == "ExpiredIteratorException":
                 turn.iterator = None
                 return turn.calls < self.shard_budget
+            if code in ("TrimmedDataAccessException", "ResourceNotFoundException") and self._uncommitted:
+                self._flush(result)  # what was read comes first
             if code == "TrimmedDataAccessException":
                 self._trimmed(checkpoint, result, "records the iterator pointed to were trimmed")
-                turn.iterator, turn.lost = None, True
+                turn.iterator, turn.lost, turn.position = None, True, None
                 return turn.calls < self.shard_budget
             if code == "ResourceNotFoundException":  # the shard is gone: AWS removes one only past the retention
                 if not turn.lost:
@@ -437,67 +558,110 @@ class StreamConsumer:
                 checkpoint.finished = True
                 return False
             raise
+        if turn.lease_lost:  # a commit found the shard taken over: nothing more from it
+            return False
         records = response.get("Records", [])
         next_iterator = response.get("NextShardIterator")
-        try:
-            if records or next_iterator is None:
-                result.records += len(records)
-                result.ops += self._commit(checkpoint, records, finished=next_iterator is None)
-            if next_iterator is None:
-                self._idle.discard(shard_id)
-                return False
-            turn.iterator = next_iterator
+        if records or next_iterator is None:
+            self._uncommitted.append(Batch(checkpoint, records, finished=next_iterator is None, turn=turn,
+                                           fetched_at=time.monotonic()))
             if records:
-                turn.empties, turn.delivered = 0, True
-                self._idle.discard(shard_id)
-            else:
-                turn.empties += 1
-            # Empty pages are read through only before a shard's first records in the turn: after
-            # records, an empty page most likely means the end, and the next poll comes soon.
-            out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle
-                                              or turn.delivered)
-            if out_of_empties or turn.calls >= self.shard_budget:
-                if out_of_empties:
-                    self._idle.add(shard_id)
-                    lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
-                self._iterators[shard_id] = (next_iterator, checkpoint.sequence_number)
-                return False
-            return True
-        except LeaseLost as exc:
-            logger.warning("%s", exc)
-            self._iterators.pop(shard_id, None)
+                turn.position = records[-1]["dynamodb"]["SequenceNumber"]
+        if next_iterator is None:
+            self._idle.discard(shard_id)
             return False
+        turn.iterator = next_iterator
+        if records:
+            turn.empties, turn.delivered = 0, True
+            self._idle.discard(shard_id)
+        else:
+            turn.empties += 1
+        # Empty pages are read through only before a shard's first records in the turn: after
+        # records, an empty page most likely means the end, and the next poll comes soon.
+        out_of_empties = not records and (turn.empties >= self.empty_reads or shard_id in self._idle
+                                          or turn.delivered)
+        if out_of_empties or turn.calls >= self.shard_budget:
+            turn.paused = "caught up" if out_of_empties else "budget"
+            if out_of_empties:
+                self._idle.add(shard_id)
+            # Where the iterator goes on from once this turn's pages are committed.
+            self._iterators[shard_id] = (next_iterator, turn.position or checkpoint.sequence_number)
+            return False
+        return True
 
     def _commit(self, checkpoint: ShardCheckpoint, records: list[dict], *, finished: bool) -> int:
-        """Apply a batch and move the checkpoint past it, under our lease, in one transaction
-        (the index writes join it when the index lives in the same database)."""
+        """Apply one shard's batch and move its checkpoint past it (see _commit_batches); the ops made."""
+        committed = self._commit_batches([Batch(checkpoint, records, finished)])
+        if not committed:
+            raise LeaseLost(f"shard {checkpoint.shard_id}: lease lost to another consumer")
+        return committed[0].ops
+
+    def _commit_batches(self, batches: list[Batch]) -> list[Batch]:
+        """Apply pages of any shards and move their checkpoints past them, under our leases, in one
+        transaction (the index writes join it when the index lives in the same database). A shard
+        whose lease was lost meanwhile applies nothing; returns the batches committed, each with
+        `ops` set (the ops of the whole apply are counted on the first)."""
+        if not batches:
+            return []
         with transaction.atomic(using=self.database):
-            lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
-            ops = apply_records(self.index, records, self.source)
+            held = self._hold(list({batch.checkpoint.shard_id: batch.checkpoint for batch in batches}.values()))
+            kept = [batch for batch in batches if batch.checkpoint.shard_id in held]
+            for batch in batches:
+                if batch.checkpoint.shard_id not in held and batch.turn is not None:
+                    batch.turn.lease_lost = True
+                    self._iterators.pop(batch.checkpoint.shard_id, None)
+            # A shard's pages in the order read; an item's records are all in one shard (and a child
+            # shard's pages come after its parent's), so each item's changes apply in order.
+            records = [record for batch in kept for record in batch.records]
+            ops = apply_records(self.index, records, self.source) if records else 0
             now = timezone.now()
-            if records:
-                checkpoint.sequence_number = records[-1]["dynamodb"]["SequenceNumber"]
-                checkpoint.applied_at = now
-                created = record_created_at(records[-1])
-                if created:
-                    checkpoint.last_record_at = created
-                    checkpoint.lag_seconds = lag_seconds(created, now)
-            checkpoint.finished = finished
-            if finished:
-                checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
-            ShardCheckpoint.objects.using(self.database).filter(pk=checkpoint.pk).update(
-                sequence_number=checkpoint.sequence_number, applied_at=checkpoint.applied_at,
-                last_record_at=checkpoint.last_record_at, lag_seconds=checkpoint.lag_seconds,
-                finished=finished, updated_at=now,
-                **({"lease_owner": "", "lease_expires_at": None} if finished else {}),
-            )
-        lag = checkpoint.lag_seconds if records else None
-        self.lag.note(lag)
-        logger.info("sync batch", extra={"fields": {
-            "records": len(records), "ops": ops, "shard": checkpoint.shard_id, "finished": finished,
-            "lag_seconds": None if lag is None else round(lag, 3),
-        }})
-        return ops
+            last: dict[str, Batch] = {}
+            for batch in kept:
+                checkpoint = batch.checkpoint
+                if batch.records:
+                    checkpoint.sequence_number = batch.records[-1]["dynamodb"]["SequenceNumber"]
+                    checkpoint.applied_at = now
+                    created = record_created_at(batch.records[-1])
+                    if created:
+                        checkpoint.last_record_at = created
+                        checkpoint.lag_seconds = lag_seconds(created, now)
+                checkpoint.finished = checkpoint.finished or batch.finished
+                checkpoint.updated_at = now
+                if checkpoint.finished:
+                    checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
+                last[checkpoint.shard_id] = batch
+            fields = ["sequence_number", "applied_at", "last_record_at", "lag_seconds", "finished", "updated_at"]
+            for finished in (False, True):  # a finished shard's lease goes with it; others keep theirs
+                changed = [batch.checkpoint for batch in last.values() if batch.checkpoint.finished == finished]
+                if changed:
+                    ShardCheckpoint.objects.using(self.database).bulk_update(
+                        changed, fields + (["lease_owner", "lease_expires_at"] if finished else []))
+        for n, batch in enumerate(kept):
+            batch.ops = ops if n == 0 else 0
+        for batch in last.values():
+            lag = batch.checkpoint.lag_seconds if any(b.records for b in kept if b.checkpoint is batch.checkpoint) else None
+            self.lag.note(lag)
+            logger.info("sync batch", extra={"fields": {
+                "records": sum(len(b.records) for b in kept if b.checkpoint is batch.checkpoint), "ops": ops,
+                "shards": len(last), "shard": batch.checkpoint.shard_id, "finished": batch.checkpoint.finished,
+                "lag_seconds": None if lag is None else round(lag, 3),
+            }})
+        return kept
+
+    def _hold(self, checkpoints: list[ShardCheckpoint]) -> set[str]:
+        """Renew our leases of these shards (locking their rows until the transaction ends); the
+        shard ids still ours. One statement when all are, as they nearly always are."""
+        renewed = leases_hold(checkpoints=checkpoints, owner=self.owner, seconds=self.lease_seconds, using=self.database)
+        if renewed == len(checkpoints):
+            return {checkpoint.shard_id for checkpoint in checkpoints}
+        held = set()
+        for checkpoint in checkpoints:
+            try:
+                lease_hold(checkpoint=checkpoint, owner=self.owner, seconds=self.lease_seconds)
+                held.add(checkpoint.shard_id)
+            except LeaseLost as exc:
+                logger.warning("%s", exc)
+        return held
 
     def run(self, *, once: bool, poll_seconds: float = 1.0, on_poll=None) -> PollResult:
         """Drain to the current end (once) or follow until stop_event is set; leases are given up
@@ -507,7 +671,12 @@ class StreamConsumer:
         try:
             while not self.stop_event.is_set():
                 try:
-                    result = self.poll()
+                    started = time.monotonic()
+                    result = self.poll(revisit=None if once else poll_seconds)
+                    logger.debug("sync poll", extra={"fields": {
+                        "seconds": round(time.monotonic() - started, 3), "records": result.records,
+                        "finished_shards": len(result.finished_shards), "describe_calls": self.describe_calls,
+                        "leased_elsewhere": len(result.leased_elsewhere)}})
                     maintained = self.index.maintain()  # deferred work (DynamoDB re-mark, files commits), bounded
                     if not result.records:
                         self.lag.note(0.0)  # caught up: nothing is waiting
@@ -532,9 +701,10 @@ class StreamConsumer:
                     if not result.records and not maintained and not result.listing_due:
                         break
                     continue
-                # A poll reads every shard to its current end, so now we are caught up: wait, rather
-                # than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
-                self.stop_event.wait(poll_seconds)
+                # A poll reads every shard to its current end (and, for its span, again every
+                # poll_seconds), so now we are caught up: wait out what is left of the interval
+                # rather than spin on a trickle of writes (AWS allows 5 GetRecords/s per shard).
+                self.stop_event.wait(max(poll_seconds - (time.monotonic() - started), 0.0))
         finally:
             try:
                 lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)

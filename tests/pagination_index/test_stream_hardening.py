@@ -121,14 +121,14 @@ def test_one_consumer_per_shard_and_takeover_after_expiry(comments_table):
     applied = []  # (owner, first sequence number) of every committed batch
 
     def recording(consumer_):
-        commit = consumer_._commit
+        commit = consumer_._commit_batches
 
-        def wrapped(checkpoint, records, *, finished):
-            ops = commit(checkpoint, records, finished=finished)  # returns once committed
-            if records:
-                applied.append((consumer_.owner, records[0]["dynamodb"]["SequenceNumber"]))
-            return ops
-        consumer_._commit = wrapped
+        def wrapped(batches):
+            committed = commit(batches)  # returns once committed
+            applied.extend((consumer_.owner, batch.records[0]["dynamodb"]["SequenceNumber"])
+                           for batch in committed if batch.records)
+            return committed
+        consumer_._commit_batches = wrapped
 
     recording(first)
     recording(second)

@@ -131,3 +131,56 @@ def test_finished_checkpoints_are_pruned_after_48_hours(aws_stream_settings):
     consumer().run(once=True)
     assert set(ShardCheckpoint.objects.filter(finished=True).values_list("shard_id", flat=True)) == {
         "shardId-00000000000000000002-00000000"}
+
+
+def test_pages_of_many_shards_are_applied_together(aws_stream_settings):
+    aws_stream_settings.configure_hook("streams", shards=8)
+    wait_for(aws_stream_settings, lambda s: s["open_shards"] >= 8, "a split")
+    factories.seed("A", 40, seed=11)  # comments spread over the shards by their ids
+    reader = consumer(workers=4)
+    commits = []
+    commit = reader._commit_batches
+    reader._commit_batches = lambda batches: commits.append({b.checkpoint.shard_id for b in batches}) or commit(batches)
+    reader.commit_seconds = 0.5  # pages fetched within half a second share a transaction
+    assert reader.run(once=True).records == 40
+    shards = set().union(*commits)
+    assert len(shards) >= 4 and len(commits) < len(shards)  # not a transaction per shard
+    assert_index_equals_table("A")
+
+
+def test_a_following_consumer_reads_a_caught_up_shard_again_within_its_poll(aws_stream_settings):
+    aws_stream_settings.configure_hook("streams", shards=2)
+    factories.seed("A", 3, seed=12)
+    stop = threading.Event()
+    polls, applied, seen = [], [], {}
+    reader = consumer(stop_event=stop, workers=2)
+    reader.poll_span = 60.0  # one poll for the whole test: what it applies later, it applied on a revisit
+    commit = reader._commit_batches
+
+    def counting(batches):
+        committed = commit(batches)
+        applied.extend(record for batch in committed for record in batch.records)
+        return committed
+    reader._commit_batches = counting
+
+    def write_when_caught_up():  # the table's writes only: the consumer (and the database) stay on this thread
+        try:
+            deadline = time.monotonic() + 30
+            while len(applied) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            factories.seed("A", 2, seed=13)
+            while len(applied) < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.update(applied=len(applied), polls_ended=len(polls))
+        finally:
+            stop.set()
+
+    writer = threading.Thread(target=write_when_caught_up)
+    writer.start()
+    try:
+        reader.run(once=False, poll_seconds=0.2, on_poll=polls.append)
+    finally:
+        stop.set()
+        writer.join()
+    assert seen == {"applied": 5, "polls_ended": 0}  # applied inside the first poll, by reading the shards again
+    assert_index_equals_table("A")

@@ -47,12 +47,12 @@ class CrashAfterApply(StreamConsumer):
 
     batches = 0
 
-    def _commit(self, checkpoint, records, *, finished):
+    def _commit_batches(self, batches):
         self.batches += 1
         if self.batches == 3:
-            apply_records(self.index, records)
+            apply_records(self.index, [record for batch in batches for record in batch.records])
             raise Crash
-        return super()._commit(checkpoint, records, finished=finished)
+        return super()._commit_batches(batches)
 
 
 @pytest.mark.django_db(databases="__all__")

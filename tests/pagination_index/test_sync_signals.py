@@ -96,9 +96,9 @@ def test_a_signal_during_once_is_passed_on_to_the_callers_own_handler(comments_t
     factories.seed("SIG-2", 5, seed=4)
     poll = StreamConsumer.poll
 
-    def poll_after_a_signal(self):
+    def poll_after_a_signal(self, revisit=None):
         os.kill(os.getpid(), signal.SIGTERM)  # as if it arrived during this poll
-        return poll(self)
+        return poll(self, revisit)
 
     monkeypatch.setattr(StreamConsumer, "poll", poll_after_a_signal)
     caught = []
