@@ -55,6 +55,8 @@ def parse_args(argv=None):
     parser.add_argument("--skip-lambda", action="store_true")
     parser.add_argument("--backend", choices=BACKENDS, default="relational",
                         help="the index backend the consumers write (default: relational)")
+    parser.add_argument("--kills", type=int, default=2, choices=range(0, 10), metavar="N",
+                        help="SIGKILLs of the active consumer during the writes (default 2; 0 for the apply lag alone)")
     parser.add_argument("--lease-seconds", type=float, default=5.0,
                         help="SYNC_INDEX_LEASE_SECONDS of the consumers: how soon the standby takes a dead one's shards")
     args = parser.parse_args(argv)
@@ -272,7 +274,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     time.sleep(1.0)  # the active one takes the leases first
     consumers["standby"] = start("standby")
     phases = {int(args.writes * 0.15): 8, int(args.writes * 0.4): args.max_shards}
-    kills = {int(args.writes * 0.3), int(args.writes * 0.7)}
+    kills = {int(args.writes * (n + 1) / (args.kills + 1)) for n in range(args.kills)}
     state = {"steady_from": None, "killed": 0, "kills": []}
 
     def on_progress(done):

@@ -418,6 +418,10 @@ class StreamConsumer:
             try:
                 while not self.stop_event.is_set():
                     now = time.monotonic()
+                    if now >= renew_at:  # a long poll keeps the leases it took at its start
+                        leases_renew(stream_arn=self.stream_arn, owner=self.owner, seconds=self.lease_seconds,
+                                     using=self.database)
+                        renew_at = now + self.lease_seconds / 3
                     while paced and paced[0][0] <= now and len(running) < self.workers:
                         turn = heapq.heappop(paced)[2]
                         running[pool.submit(self._fetch, turn)] = turn
@@ -434,15 +438,11 @@ class StreamConsumer:
                     if not running and not paced:
                         break
                     if not running:
-                        if self.stop_event.wait(max(paced[0][0] - time.monotonic(), 0.0)):
+                        if self.stop_event.wait(max(min(paced[0][0], renew_at) - time.monotonic(), 0.0)):
                             break
                         continue
                     timeout = max(min(paced[0][0] if paced else renew_at, renew_at) - time.monotonic(), 0.0)
                     completed, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
-                    if time.monotonic() >= renew_at:  # a long poll keeps the leases it took at its start
-                        leases_renew(stream_arn=self.stream_arn, owner=self.owner, seconds=self.lease_seconds,
-                                     using=self.database)
-                        renew_at = time.monotonic() + self.lease_seconds / 3
                     for future in completed:
                         turn = running.pop(future)
                         if self._take(turn, future, result):
