@@ -162,7 +162,12 @@ class PlainRelationalIndex(NetWriteIndex):
     def _copy_entries(self, group: str, entries: Iterable[Entry]) -> int:
         """Load a group's entries with COPY (no statement, plan or model instance per entry) into a
         scratch table, then insert the last sort key of each member from it; returns the count.
-        The entries stream through: memory does not grow with the group."""
+        The entries stream through: memory does not grow with the group.
+
+        They are inserted in index order (newest first), so the table's pages hold the group in
+        rank order: a rank read's index-only scan that has to visit the table (pages not yet
+        marked all-visible by VACUUM, as after any bulk load) reads a few consecutive pages, not
+        one page per entry it steps over (a group inserted in member order scatters them)."""
         connection = connections[self.using]
         quote = connection.ops.quote_name
         with connection.cursor() as cursor:
@@ -174,8 +179,9 @@ class PlainRelationalIndex(NetWriteIndex):
                     copy.write_row((member, sort_key))
             cursor.execute(
                 f"INSERT INTO {quote(IndexEntry._meta.db_table)} ({quote('group')}, member, sort_key)"
-                " SELECT DISTINCT ON (member) %s, member, sort_key FROM pagination_index_replace"
-                " ORDER BY member, seq DESC",
+                " SELECT %s, member, sort_key FROM (SELECT DISTINCT ON (member) member, sort_key"
+                " FROM pagination_index_replace ORDER BY member, seq DESC) AS last"
+                ' ORDER BY sort_key COLLATE "C" DESC, member COLLATE "C" DESC',
                 [group],
             )
             return cursor.rowcount
@@ -525,16 +531,31 @@ class RelationalIndex(PlainRelationalIndex):
         return found[0] if found else 0
 
     def _state(self, group: str, *, lock: bool = False) -> tuple[GroupState | None, list[tuple[Key, int]] | None]:
-        """The group's row and its top level blocks (lowest first), in one statement. The blocks
-        are looked up by the group's id and top level as last seen (kept per process, checked
-        against the row, and read again when they moved): as literals they get the blocks index;
-        as a join or subqueries PostgreSQL plans a scan of every block."""
+        """The group's row and its top level blocks (lowest first), in one statement.
+
+        PostgreSQL: the blocks are joined LATERAL to the group's row (a nested loop: one probe of
+        the name index, then one range of the blocks index by the row's id and top level, whatever
+        the statistics say), so a group this process has not read before costs one round trip too.
+        Elsewhere (SQLite has no LATERAL) the blocks are looked up by the group's id and top level
+        as last seen (kept per process, checked against the row, and read again when they moved)."""
         connection = connections[self.using]
         quote = connection.ops.quote_name
         groups, blocks = quote(IndexGroup._meta.db_table), quote(IndexBlock._meta.db_table)
         with connection.cursor() as cursor:
             if lock and connection.features.has_select_for_update:  # the lock first, then the reads
                 cursor.execute(f"SELECT id FROM {groups} WHERE name = %s FOR UPDATE", [group])
+            if self._set_based:
+                cursor.execute(
+                    f"SELECT g.id, g.count, g.levels, g.version, b.floor_sort_key, b.floor_member, b.count"
+                    f" FROM {groups} g LEFT JOIN LATERAL (SELECT floor_sort_key, floor_member, count FROM {blocks}"
+                    f" WHERE group_id = g.id AND level = g.levels - 1) AS b ON TRUE WHERE g.name = %s ORDER BY 5, 6",
+                    [group],
+                )
+                rows = cursor.fetchall()
+                if not rows:
+                    return None, []
+                top = [((sort_key, member), count) for *_, sort_key, member, count in rows if sort_key is not None]
+                return GroupState(*rows[0][:4]), top
             for _ in range(2):
                 seen = self._last_seen.get(group, (0, 0))
                 cursor.execute(

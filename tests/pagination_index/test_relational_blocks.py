@@ -185,6 +185,38 @@ def test_one_batch_of_many_groups_on_postgresql(postgres_database):
 
 
 @pytest.mark.django_db(databases="__all__")
+def test_replace_stores_a_group_in_index_order_on_postgresql(postgres_database):
+    """replace() inserts the entries newest first (a member given twice keeps its last sort key),
+    so a rank read that visits the table reads consecutive pages (docs/scaling.md)."""
+    index = RelationalIndex(dict(TINY, DATABASE=postgres_database))
+    given = entries(300)
+    random.Random(3).shuffle(given)
+    given.append((given[0][0], sk(2000)))  # moved by a later pair
+    index.replace("g", given)
+    with connections[postgres_database].cursor() as cursor:
+        cursor.execute('SELECT member, sort_key FROM pagination_index_indexentry WHERE "group" = %s ORDER BY ctid', ["g"])
+        stored = cursor.fetchall()
+    assert stored == newest_first(dict(given).items())
+    assert index.range("g", 0, 400) == stored
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_a_read_of_a_group_not_seen_before_is_two_statements_on_postgresql(postgres_database):
+    """The group's row and its top level blocks come in one statement (LATERAL) even for a group
+    this index object has never read: at() of a one-level group is that and the entry read."""
+    from django.test.utils import CaptureQueriesContext
+
+    RelationalIndex(dict(DATABASE=postgres_database)).replace("g", entries(1500))
+    expected = newest_first(entries(1500))
+    for rank in (0, 700, 1499):
+        fresh = RelationalIndex(dict(DATABASE=postgres_database))
+        with CaptureQueriesContext(connections[postgres_database]) as queries:
+            assert fresh.at("g", rank) == expected[rank]
+        assert len(queries) == 2, [query["sql"] for query in queries]
+    assert fresh.at("missing", 0) is None
+
+
+@pytest.mark.django_db(databases="__all__")
 def test_replayed_and_moved_adds_on_postgresql(postgres_database):
     """Adds of members already there (a stream replay: same sort key; an edit: a new one) beside new
     ones, and a member removed and added back in one batch: only real changes are counted, a batch
