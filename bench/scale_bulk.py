@@ -27,21 +27,24 @@ a replica each (tests/services.py's RedisClusterServers, as bench.redis_cluster 
 through a redis+cluster:// URL), DynamoDB Local in memory (stack.dynamodb_local; the index in a table
 of the run's own, made by the backend's create_storage()). PostgreSQL is the machine's, in a database
 created and dropped by the run. The DynamoDB smoke loads 20,000 entries, not 200,000, and its readers
-make 100 pairs each, not 400: DynamoDB Local writes about 2,000 entries a second here (each entry is a
+make 100 pairs each, not 400: DynamoDB Local writes a few thousand entries a second here (each entry is a
 member item, every 20 a page item) and a read costs its client a few ms of CPU (boto3), so the
 full-size reads would add most of a minute to `make bench-smoke`.
 
 Measured per backend: build seconds and entries/s, bytes per entry (files: their sizes and the
 blocks they take; Redis: used_memory of a server of the bench's own; the cluster: used_memory summed
 over its primaries, once the replicas have caught up, less the empty cluster's; PostgreSQL: the
-index tables' total relation size; DynamoDB: computed, not measured: a Scan of the whole table sized
-item by item by AWS's documented rules (stack.strict_endpoint.metering.item_size), plus the 100 bytes
-per item AWS bills as overhead; DynamoDB Local's DescribeTable TableSizeBytes is recorded beside
-it), at() and range(20) p50/p99 at uniformly random depth (a comment drawn over
-all of them) from 16 reader processes, each paced to --read-rate pairs a second (default 20) so
-the 2 cores are not saturated and the figures are the reads' own, with CPU per read; the apply
+index tables' total relation size; DynamoDB: computed, not measured: every item of the table, read
+by a Query of each group's partition, sized by AWS's documented rules
+(stack.strict_endpoint.metering.item_size), plus the 100 bytes per item AWS bills as overhead, with
+DynamoDB Local's DescribeTable TableSizeBytes and ItemCount beside it), at() and range(20) p50/p99
+at uniformly random depth (a comment drawn over all of them) from 16 reader processes, each paced to
+--read-rate pairs a second (default 20) so the 2 cores are not saturated and the figures are the
+reads' own, with CPU per read and the pair rate the readers achieved (below 320 a second when they
+fall behind, as on DynamoDB Local: then the figures include the queue for the cores); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of
-random ranks against the generated data; peak RSS (VmHWM) of every process. Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
+random ranks against the generated data; peak RSS (VmHWM) of every process, and of the store's
+servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
 """
 from __future__ import annotations
 
@@ -263,7 +266,7 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
                             "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts)}}
         out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s")
         servers = {"redis": redis_server, "redis-cluster": cluster, "dynamodb": dynamodb}
-        result["size"] = _size(backend, folder, servers.get(backend), database, before, total_entries, options)
+        result["size"] = _size(backend, folder, servers.get(backend), database, before, total_entries, options, sizes)
         out(f"  size: {result['size']}")
         if backend == "files":  # page cache warm, as the target asks: every file read once
             started = time.perf_counter()
@@ -290,6 +293,10 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         result["server"] = _server(backend, redis_server, cluster, dynamodb)
         out(f"  server: {result['server']}")
         return result
+    except BaseException:
+        if dynamodb and (folder / "dynamodb.log").exists():  # the folder goes with the run: say what it said
+            out("DynamoDB Local's log ends:\n" + "\n".join((folder / "dynamodb.log").read_text().splitlines()[-40:]))
+        raise
     finally:
         if redis_server:
             redis_server.process.kill()
@@ -329,9 +336,10 @@ def _cluster_memory(cluster) -> dict[int, dict]:
     return {port: redis.Redis(port=port).info("memory") for port in infos}
 
 
-def _dynamodb_size(options: dict) -> dict:
-    """Every item of the index table (a Scan, eventually consistent: the build is over) sized by AWS's
-    rules, and what DynamoDB Local's DescribeTable says."""
+def _dynamodb_size(options: dict, sizes: np.ndarray) -> dict:
+    """Every item of the index table sized by AWS's rules, read group by group (a Query of each group's
+    partition: a Scan of the 1,000,000-entry table failed on DynamoDB Local, InternalFailure after
+    botocore's retries), and what DescribeTable says (its ItemCount: were all the items read?)."""
     import boto3
 
     from stack.strict_endpoint.metering import item_size
@@ -340,7 +348,11 @@ def _dynamodb_size(options: dict) -> dict:
                           aws_access_key_id="local", aws_secret_access_key="local")
     table = options["env"]["PAGINATION_INDEX_DYNAMODB_TABLE"]
     kinds = {"stats": [0, 0], "page": [0, 0], "member": [0, 0]}  # items, bytes
-    for page in client.get_paginator("scan").paginate(TableName=table):
+    groups = [group for number in range(len(sizes))
+              for group in (sku(number), *(f"{sku(number)}/{rating}" for rating in range(1, 6)))]
+    pages = (page for group in groups for page in client.get_paginator("query").paginate(
+        TableName=table, KeyConditionExpression="g = :g", ExpressionAttributeValues={":g": {"S": group}}))
+    for page in pages:
         for item in page["Items"]:
             kind = kinds[{"s": "stats", "p": "page", "m": "member"}[item["p"]["S"][0]]]
             kind[0] += 1
@@ -350,6 +362,7 @@ def _dynamodb_size(options: dict) -> dict:
     return {"items": {kind: {"items": n, "item_bytes": size} for kind, (n, size) in kinds.items()},
             "item_bytes": sum(size for _, size in kinds.values()),
             "billed_bytes": sum(size + DYNAMODB_OVERHEAD * n for n, size in kinds.values()),
+            "items_read": sum(n for n, _ in kinds.values()),  # DescribeTable's ItemCount, when every item was read
             "describe_table": {"TableSizeBytes": described.get("TableSizeBytes"), "ItemCount": described.get("ItemCount")}}
 
 
@@ -373,7 +386,7 @@ def _server(backend, redis_server, cluster, dynamodb) -> dict:
     return {}
 
 
-def _size(backend, folder, server, database, before, entries, options) -> dict:
+def _size(backend, folder, server, database, before, entries, options, sizes) -> dict:
     if backend == "files":
         files = [path for path in (folder / "index").rglob("data")]
         data = sum(path.stat().st_size for path in files)
@@ -394,7 +407,7 @@ def _size(backend, folder, server, database, before, entries, options) -> dict:
                 "bytes_per_entry": sum(used.values()) / entries,
                 "detail": "used_memory summed over the primaries (replicas not counted), less the empty cluster's"}
     if backend == "dynamodb":
-        size = _dynamodb_size(options)
+        size = _dynamodb_size(options, sizes)
         size.update(bytes_per_entry=size["billed_bytes"] / entries, item_bytes_per_entry=size["item_bytes"] / entries,
                     detail="computed from the Scanned items by AWS's item-size rules, plus 100 B of billed overhead "
                            "per item; not a measure of DynamoDB Local's memory")
