@@ -409,7 +409,7 @@ def _size(backend, folder, server, database, before, entries, options, sizes) ->
     if backend == "dynamodb":
         size = _dynamodb_size(options, sizes)
         size.update(bytes_per_entry=size["billed_bytes"] / entries, item_bytes_per_entry=size["item_bytes"] / entries,
-                    detail="computed from the Scanned items by AWS's item-size rules, plus 100 B of billed overhead "
+                    detail="computed from every item (a Query per group) by AWS's item-size rules, plus 100 B of billed overhead "
                            "per item; not a measure of DynamoDB Local's memory")
         return size
     query = ("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
