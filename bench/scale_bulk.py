@@ -239,12 +239,12 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         database = f"bench_scale_{uuid.uuid4().hex[:8]}"
         subprocess.run(["psql", POSTGRES + "/postgres", "-qc", f"CREATE DATABASE {database}"], check=True)
         options["env"] = {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": f"{POSTGRES}/{database}"}
-    if "env" in options:
-        options["env"].update({"DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
-                               "SHOP_VAR_DIR": str(folder), "LOG_LEVEL": "WARNING"})
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
-                       env={**os.environ, **options["env"]})
-    try:
+    try:  # from here on the servers started above are stopped, whatever fails
+        if "env" in options:
+            options["env"].update({"DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
+                                   "SHOP_VAR_DIR": str(folder), "LOG_LEVEL": "WARNING"})
+            subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                           env={**os.environ, **options["env"]})
         context = multiprocessing.get_context("spawn")
         if dynamodb:
             with context.Pool(1) as pool:
