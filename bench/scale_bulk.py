@@ -4,8 +4,11 @@
     python -m bench.scale_bulk --backend files                         #   500,000,000 entries, ~12 GB of disk
     python -m bench.scale_bulk --backend redis                         #   20,000,000, ~3 GB of memory
     python -m bench.scale_bulk --backend relational                    #   50,000,000 on PostgreSQL
+    python -m bench.scale_bulk --backend redis-cluster                 #   20,000,000 on a 3-primary cluster
+    python -m bench.scale_bulk --backend dynamodb                      #   1,000,000 on DynamoDB Local
     python -m bench.scale_bulk --backend files --entries 10000000      # any size
     python -m bench.scale_bulk --smoke                                 # 200,000 entries, each backend
+                                                                       #   (DynamoDB: 20,000)
 
 bench.scale loads its shop through `rebuild_index` (a few thousand entries a second: the path's own
 cost, and the figure for peak RSS); at hundreds of millions that would take days, so here the index
@@ -16,16 +19,32 @@ comments are made by numpy from its number (keys strictly newest first, uuid mem
 
 - files: `FileIndex.replace_records()` (the generation writer under `replace()`: one file per
   group, written, fsynced and renamed) in 2 processes;
-- redis and relational: `replace()` itself, fed text entries numpy formats a product at a time
-  (the formatting is in the build's time, a few tenths of a microsecond an entry).
+- redis, redis-cluster, relational and dynamodb: `replace()` itself, fed text entries numpy formats
+  a product at a time (the formatting is in the build's time, a few tenths of a microsecond an entry).
+
+Servers are the run's own, on free ports: a redis-server (redis), a Redis Cluster of 3 primaries with
+a replica each (tests/services.py's RedisClusterServers, as bench.redis_cluster starts it; the index
+through a redis+cluster:// URL), DynamoDB Local in memory (stack.dynamodb_local; the index in a table
+of the run's own, made by the backend's create_storage()). PostgreSQL is the machine's, in a database
+created and dropped by the run. The DynamoDB smoke loads 20,000 entries, not 200,000, and its readers
+make 100 pairs each, not 400: DynamoDB Local writes a few thousand entries a second here (each entry is a
+member item, every 20 a page item) and a read costs its client a few ms of CPU (boto3), so the
+full-size reads would add most of a minute to `make bench-smoke`.
 
 Measured per backend: build seconds and entries/s, bytes per entry (files: their sizes and the
-blocks they take; Redis: used_memory of a server of the bench's own; PostgreSQL: the index tables'
-total relation size), at() and range(20) p50/p99 at uniformly random depth (a comment drawn over
-all of them) from 16 reader processes, each paced to --read-rate pairs a second (default 20) so
-the 2 cores are not saturated and the figures are the reads' own, with CPU per read; the apply
+blocks they take; Redis: used_memory of a server of the bench's own; the cluster: used_memory summed
+over its primaries, once the replicas have caught up, less the empty cluster's; PostgreSQL: the
+index tables' total relation size; DynamoDB: computed, not measured: every item of the table, read
+by a Query of each group's partition, sized by AWS's documented rules
+(stack.strict_endpoint.metering.item_size), plus the 100 bytes per item AWS bills as overhead, with
+DynamoDB Local's DescribeTable TableSizeBytes and ItemCount beside it), at() and range(20) p50/p99
+at uniformly random depth (a comment drawn over all of them) from 16 reader processes, each paced to
+--read-rate pairs a second (default 20) so the 2 cores are not saturated and the figures are the
+reads' own, with CPU per read and the pair rate the readers achieved (below 320 a second when they
+fall behind, as on DynamoDB Local: then the figures include the queue for the cores); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of
-random ranks against the generated data; peak RSS (VmHWM) of every process. Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
+random ranks against the generated data; peak RSS (VmHWM) of every process, and of the store's
+servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
 """
 from __future__ import annotations
 
@@ -50,14 +69,19 @@ from pagination_index.backends.files.format import UUID_COLUMNS
 ROOT = Path(__file__).resolve().parent.parent
 BASE_MICROS = 1_700_000_000_000_000
 READERS, READS_PER_READER = 16, 400
-SMOKE_ENTRIES = 200_000
+SMOKE_ENTRIES = {"dynamodb": 20_000}  # every other backend: 200,000
+SMOKE_DEFAULT = 200_000
+SMOKE_READS = {"dynamodb": 100}  # reads a reader makes in --smoke (every other backend: READS_PER_READER)
 # The issue's sizes: what `make bench` (no --entries) loads into each backend.
-FULL_ENTRIES = {"files": 500_000_000, "redis": 20_000_000, "relational": 50_000_000}
+FULL_ENTRIES = {"files": 500_000_000, "redis": 20_000_000, "redis-cluster": 20_000_000, "relational": 50_000_000,
+                "dynamodb": 1_000_000}
+BACKENDS = list(FULL_ENTRIES)
+DYNAMODB_OVERHEAD = 100  # bytes AWS adds to each item for storage billing (developer guide, "Item sizes")
 POSTGRES = "postgres://postgres@127.0.0.1:5432"
 
 
-def peak_mib() -> float:
-    return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM:")).split()[1]) / 1024
+def peak_mib(pid: int | str = "self") -> float:
+    return int(next(line for line in open(f"/proc/{pid}/status") if line.startswith("VmHWM:")).split()[1]) / 1024
 
 
 def sku(number: int) -> str:
@@ -106,6 +130,12 @@ def open_index(backend: str, options: dict):
     return get_index()
 
 
+def prepare(args) -> str | None:
+    """The backend's storage, as `manage.py create_tables` makes it (the DynamoDB index's table)."""
+    backend, options = args
+    return open_index(backend, options).create_storage()
+
+
 def build_part(args) -> dict:
     """Load some products (a worker process's share); its time, CPU and peak RSS."""
     backend, options, products = args
@@ -123,14 +153,14 @@ def build_part(args) -> dict:
 
 
 def read_part(args) -> dict:
-    """One reader: READS_PER_READER reads of at() and range(20) at uniformly random depth, paced."""
-    backend, options, sizes, seed, rate = args
+    """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced."""
+    backend, options, sizes, seed, rate, reads = args
     index = open_index(backend, options)
     rng = np.random.default_rng(seed)
     cumulative = np.cumsum(sizes)
     at_ms, range_ms, checks, cpu = [], [], [], 0.0
-    next_at = time.perf_counter()
-    for n in range(READS_PER_READER):
+    next_at = first = time.perf_counter()
+    for n in range(reads):
         comment = int(rng.integers(0, cumulative[-1]))
         number = int(np.searchsorted(cumulative, comment, side="right"))
         rank = comment - (int(cumulative[number - 1]) if number else 0)
@@ -146,12 +176,13 @@ def read_part(args) -> dict:
         cpu += time.process_time() - cpu_began
         if n % 20 == 0:
             checks.append((number, rank, found, page))
+    pairs_per_second = reads / (time.perf_counter() - first)  # below `rate` when the reads fall behind
     peak = peak_mib()  # the reads' own, before the checks regenerate whole products
     for number, rank, found, page in checks:  # the entry at that rank is the generated one
         records, _ = product(number, int(sizes[number]))
         assert found == as_entries(records[rank:rank + 1])[0], (number, rank, found)
         assert page[0] == found and len(page) == min(20, int(sizes[number]) - rank)
-    return {"at_ms": at_ms, "range_ms": range_ms, "cpu_seconds": cpu,
+    return {"at_ms": at_ms, "range_ms": range_ms, "cpu_seconds": cpu, "pairs_per_second": pairs_per_second,
             "checks": len(checks), "peak_rss_mib": peak}
 
 
@@ -180,33 +211,49 @@ def pct(values, p) -> float:
     return float(np.percentile(np.asarray(values), p))
 
 
-def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float, out) -> dict:
+def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float, out,
+        reads_per_reader: int = READS_PER_READER) -> dict:
     sizes = np.array(product_sizes(entries // 2), dtype=np.int64)
     total_entries = 2 * int(sizes.sum())
     options: dict = {"path": str(folder / "index")}
-    redis_server = database = None
+    redis_server = cluster = dynamodb = database = None
     if backend == "redis":
         from tests.services import RedisServer
 
         redis_server = RedisServer(folder).start()
         options["env"] = {"PAGINATION_INDEX_BACKEND": "redis",
                           "PAGINATION_INDEX_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/1"}
+    elif backend == "redis-cluster":
+        from tests.services import RedisClusterServers
+
+        (folder / "cluster").mkdir()
+        cluster = RedisClusterServers(folder / "cluster").start()  # 3 primaries, a replica each
+        options["env"] = {"PAGINATION_INDEX_BACKEND": "redis", "PAGINATION_INDEX_REDIS_URL": cluster.url}
+    elif backend == "dynamodb":
+        from stack.dynamodb_local import DynamoDBLocal
+
+        dynamodb = DynamoDBLocal(log_path=folder / "dynamodb.log").start()  # in memory
+        options["env"] = {"PAGINATION_INDEX_BACKEND": "dynamodb", "DYNAMODB_ENDPOINT_URL": dynamodb.endpoint_url,
+                          "PAGINATION_INDEX_DYNAMODB_TABLE": f"bench-scale-{uuid.uuid4().hex[:8]}-pidx"}
     elif backend == "relational":
         database = f"bench_scale_{uuid.uuid4().hex[:8]}"
         subprocess.run(["psql", POSTGRES + "/postgres", "-qc", f"CREATE DATABASE {database}"], check=True)
         options["env"] = {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": f"{POSTGRES}/{database}"}
-    if "env" in options:
-        options["env"].update({"DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
-                               "SHOP_VAR_DIR": str(folder), "LOG_LEVEL": "WARNING"})
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
-                       env={**os.environ, **options["env"]})
-    try:
-        before = _redis_memory(redis_server) if redis_server else 0
+    try:  # from here on the servers started above are stopped, whatever fails
+        if "env" in options:
+            options["env"].update({"DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
+                                   "SHOP_VAR_DIR": str(folder), "LOG_LEVEL": "WARNING"})
+            subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                           env={**os.environ, **options["env"]})
+        context = multiprocessing.get_context("spawn")
+        if dynamodb:
+            with context.Pool(1) as pool:
+                out(f"  {pool.apply(prepare, ((backend, options),))}")
+        before = _redis_memory(redis_server) if redis_server else _cluster_memory(cluster) if cluster else 0
         order = sorted(range(len(sizes)), key=lambda n: -sizes[n])  # the largest first: shares even out
         shares = [[(n, int(sizes[n])) for n in order[w::workers]] for w in range(workers)]
         out(f"{backend}: {total_entries:,} entries over {len(sizes):,} products (largest {sizes.max():,}) "
             f"in {workers} processes ...")
-        context = multiprocessing.get_context("spawn")
         started = time.perf_counter()
         with context.Pool(workers) as pool:
             parts = pool.map(build_part, [(backend, options, share) for share in shares])
@@ -218,32 +265,46 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
                             "cpu_seconds": sum(part["cpu_seconds"] for part in parts), "processes": workers,
                             "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts)}}
         out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s")
-        result["size"] = _size(backend, folder, redis_server, database, before, total_entries)
+        servers = {"redis": redis_server, "redis-cluster": cluster, "dynamodb": dynamodb}
+        result["size"] = _size(backend, folder, servers.get(backend), database, before, total_entries, options, sizes)
         out(f"  size: {result['size']}")
         if backend == "files":  # page cache warm, as the target asks: every file read once
             started = time.perf_counter()
             subprocess.run(f"find {folder / 'index'} -name data -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
             result["page_cache_warm_seconds"] = time.perf_counter() - started
         with context.Pool(READERS) as pool:
-            readers = pool.map(read_part, [(backend, options, sizes, seed, read_rate) for seed in range(READERS)])
+            readers = pool.map(read_part, [(backend, options, sizes, seed, read_rate, reads_per_reader)
+                                           for seed in range(READERS)])
         at_ms = [value for part in readers for value in part["at_ms"]]
         range_ms = [value for part in readers for value in part["range_ms"]]
         reads = 2 * len(at_ms)
-        result["reads"] = {"readers": READERS, "rate_per_reader": read_rate, "reads": reads,
+        result["reads"] = {"readers": READERS, "rate_per_reader": read_rate, "pairs_per_reader": reads_per_reader,
+                           "reads": reads,
                            "at_p50_ms": pct(at_ms, 50), "at_p99_ms": pct(at_ms, 99),
                            "range20_p50_ms": pct(range_ms, 50), "range20_p99_ms": pct(range_ms, 99),
                            "cpu_us_per_read": sum(part["cpu_seconds"] for part in readers) / reads * 1e6,
+                           "pairs_per_second_achieved": sum(part["pairs_per_second"] for part in readers),
                            "spot_checks": sum(part["checks"] for part in readers),
                            "peak_rss_mib_per_reader": max(part["peak_rss_mib"] for part in readers)}
         out(f"  reads: {result['reads']}")
         with context.Pool(1) as pool:
             result["apply"] = pool.apply(apply_part, ((backend, options, sizes),))
         out(f"  apply: {result['apply']}")
+        result["server"] = _server(backend, redis_server, cluster, dynamodb)
+        out(f"  server: {result['server']}")
         return result
+    except BaseException:
+        if dynamodb and (folder / "dynamodb.log").exists():  # the folder goes with the run: say what it said
+            out("DynamoDB Local's log ends:\n" + "\n".join((folder / "dynamodb.log").read_text().splitlines()[-40:]))
+        raise
     finally:
         if redis_server:
             redis_server.process.kill()
             redis_server.process.wait()
+        if cluster:
+            cluster.stop()
+        if dynamodb:
+            dynamodb.stop()
         if database:
             subprocess.run(["psql", POSTGRES + "/postgres", "-qc", f"DROP DATABASE {database} WITH (FORCE)"], check=False)
 
@@ -254,7 +315,78 @@ def _redis_memory(server) -> int:
     return redis.Redis(port=server.port).info("memory")["used_memory"]
 
 
-def _size(backend, folder, redis_server, database, before, entries) -> dict:
+def _primaries(cluster) -> list[int]:
+    """The ports of the cluster's primaries, as its nodes see them now."""
+    return sorted({primary for _, _, primary in cluster._slot_owners(cluster.live_ports()[0])})
+
+
+def _cluster_memory(cluster) -> dict[int, dict]:
+    """used_memory of each primary, once every replica has caught up with it: a replica still being
+    fed holds an output buffer on its primary, which used_memory counts."""
+    import redis
+
+    deadline = time.monotonic() + 300
+    while True:
+        infos = {port: redis.Redis(port=port).info("replication") for port in _primaries(cluster)}
+        behind = [port for port, info in infos.items()
+                  if any(info[f"slave{n}"]["offset"] != info["master_repl_offset"] for n in range(info["connected_slaves"]))]
+        if not behind or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    return {port: redis.Redis(port=port).info("memory") for port in infos}
+
+
+def _dynamodb_size(options: dict, sizes: np.ndarray) -> dict:
+    """Every item of the index table sized by AWS's rules, read group by group (a Query of each group's
+    partition: a Scan of the 1,000,000-entry table failed on DynamoDB Local, InternalFailure after
+    botocore's retries), and what DescribeTable says (its ItemCount: were all the items read?)."""
+    import boto3
+
+    from stack.strict_endpoint.metering import item_size
+
+    client = boto3.client("dynamodb", endpoint_url=options["env"]["DYNAMODB_ENDPOINT_URL"], region_name="us-east-1",
+                          aws_access_key_id="local", aws_secret_access_key="local")
+    table = options["env"]["PAGINATION_INDEX_DYNAMODB_TABLE"]
+    kinds = {"stats": [0, 0], "page": [0, 0], "member": [0, 0]}  # items, bytes
+    groups = [group for number in range(len(sizes))
+              for group in (sku(number), *(f"{sku(number)}/{rating}" for rating in range(1, 6)))]
+    pages = (page for group in groups for page in client.get_paginator("query").paginate(
+        TableName=table, KeyConditionExpression="g = :g", ExpressionAttributeValues={":g": {"S": group}}))
+    for page in pages:
+        for item in page["Items"]:
+            kind = kinds[{"s": "stats", "p": "page", "m": "member"}[item["p"]["S"][0]]]
+            kind[0] += 1
+            kind[1] += item_size(item)
+    described = client.describe_table(TableName=table)["Table"]
+    client.close()
+    return {"items": {kind: {"items": n, "item_bytes": size} for kind, (n, size) in kinds.items()},
+            "item_bytes": sum(size for _, size in kinds.values()),
+            "billed_bytes": sum(size + DYNAMODB_OVERHEAD * n for n, size in kinds.values()),
+            "items_read": sum(n for n, _ in kinds.values()),  # DescribeTable's ItemCount, when every item was read
+            "describe_table": {"TableSizeBytes": described.get("TableSizeBytes"), "ItemCount": described.get("ItemCount")}}
+
+
+def _server(backend, redis_server, cluster, dynamodb) -> dict:
+    """The store's own processes at the end of the run: peak RSS (VmHWM) and, for Redis, used_memory_peak."""
+    import redis
+
+    if backend == "redis":
+        return {"redis_server_peak_rss_mib": peak_mib(redis_server.process.pid),
+                "used_memory_peak": redis.Redis(port=redis_server.port).info("memory")["used_memory_peak"]}
+    if backend == "redis-cluster":
+        primaries = _primaries(cluster)
+        return {"nodes": len(cluster.ports), "primaries": len(primaries), "replicas_per_primary": cluster.replicas,
+                "primary_peak_rss_mib": {str(port): peak_mib(cluster.processes[port].pid) for port in primaries},
+                "replica_peak_rss_mib": {str(port): peak_mib(process.pid) for port, process in cluster.processes.items()
+                                         if port not in primaries}}
+    if backend == "dynamodb":
+        from bench.common import DYNAMODB_LOCAL
+
+        return {"emulator": f"{DYNAMODB_LOCAL}, in memory", "java_peak_rss_mib": peak_mib(dynamodb.process.pid)}
+    return {}
+
+
+def _size(backend, folder, server, database, before, entries, options, sizes) -> dict:
     if backend == "files":
         files = [path for path in (folder / "index").rglob("data")]
         data = sum(path.stat().st_size for path in files)
@@ -263,8 +395,23 @@ def _size(backend, folder, redis_server, database, before, entries) -> dict:
         return {"files": len(files), "file_bytes": data, "bytes_per_entry": data / entries,
                 "disk_blocks_bytes": blocks, "disk_bytes_per_entry": blocks / entries}
     if backend == "redis":
-        used = _redis_memory(redis_server) - before
+        used = _redis_memory(server) - before
         return {"used_memory_bytes": used, "bytes_per_entry": used / entries}
+    if backend == "redis-cluster":
+        after = _cluster_memory(server)
+        used = {str(port): after[port]["used_memory"] - before[port]["used_memory"] for port in after}
+        buffers = {str(port): {field: memory[field] for field in ("mem_replication_backlog", "mem_clients_slaves")}
+                   for port, memory in after.items()}
+        return {"used_memory_bytes": sum(used.values()), "used_memory_bytes_per_primary": used,
+                "replication_memory_per_primary": buffers,
+                "bytes_per_entry": sum(used.values()) / entries,
+                "detail": "used_memory summed over the primaries (replicas not counted), less the empty cluster's"}
+    if backend == "dynamodb":
+        size = _dynamodb_size(options, sizes)
+        size.update(bytes_per_entry=size["billed_bytes"] / entries, item_bytes_per_entry=size["item_bytes"] / entries,
+                    detail="computed from every item (a Query per group) by AWS's item-size rules, plus 100 B of billed overhead "
+                           "per item; not a measure of DynamoDB Local's memory")
+        return size
     query = ("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
              "WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname LIKE 'pagination_index_%'")
     total = int(subprocess.run(["psql", f"{POSTGRES}/{database}", "-tAc", query], capture_output=True, text=True,
@@ -274,16 +421,19 @@ def _size(backend, folder, redis_server, database, before, entries) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale_bulk", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", action="append", choices=["files", "redis", "relational"])
+    parser.add_argument("--backend", action="append", choices=BACKENDS)
     parser.add_argument("--entries", type=int, help="index entries, 2 per comment (default: files 500,000,000, "
-                                                    "redis 20,000,000, relational 50,000,000)")
+                                                    "redis and redis-cluster 20,000,000, relational 50,000,000, "
+                                                    "dynamodb 1,000,000)")
     parser.add_argument("--workers", type=int, default=2, help="build processes")
     parser.add_argument("--read-rate", type=float, default=20.0,
                         help="reads a second per reader (at() then range(20)); 16 readers (default 20: 320 pairs/s)")
-    parser.add_argument("--folder", help="where the files and the Redis server live (default: a temporary folder)")
-    parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_ENTRIES:,} entries on every backend")
+    parser.add_argument("--folder", help="where the files, the Redis servers and DynamoDB Local's log live "
+                                         "(default: a temporary folder)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"{SMOKE_DEFAULT:,} entries on every backend but DynamoDB ({SMOKE_ENTRIES['dynamodb']:,})")
     args = parser.parse_args(argv)
-    backends = args.backend or ["files", "redis", "relational"]
+    backends = args.backend or BACKENDS
     sys.path.insert(0, str(ROOT))
     out = lambda text: print(text, flush=True)  # noqa: E731
     load_at_start, when = os.getloadavg(), stamp()
@@ -291,8 +441,9 @@ def main(argv=None) -> int:
     for backend in backends:
         folder = Path(tempfile.mkdtemp(prefix=f"scale-bulk-{backend}-", dir=args.folder))
         try:
-            entries = SMOKE_ENTRIES if args.smoke else (args.entries or FULL_ENTRIES[backend])
-            results.append(run(backend, entries, folder, args.workers, args.read_rate, out))
+            entries = SMOKE_ENTRIES.get(backend, SMOKE_DEFAULT) if args.smoke else (args.entries or FULL_ENTRIES[backend])
+            reads = SMOKE_READS.get(backend, READS_PER_READER) if args.smoke else READS_PER_READER
+            results.append(run(backend, entries, folder, args.workers, args.read_rate, out, reads))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     rows = [[r["backend"], f"{r['index_entries']:,}", f"{r['build']['entries_per_second']:,.0f}",
