@@ -422,9 +422,8 @@ class StreamConsumer:
                         leases_renew(stream_arn=self.stream_arn, owner=self.owner, seconds=self.lease_seconds,
                                      using=self.database)
                         renew_at = now + self.lease_seconds / 3
-                    while paced and paced[0][0] <= now and len(running) < self.workers:
-                        turn = heapq.heappop(paced)[2]
-                        running[pool.submit(self._fetch, turn)] = turn
+                    # Shards not read yet in this poll first: a busy shard's next page, or a caught-up
+                    # shard's revisit, never keeps another shard from its first read.
                     for shard in [s for s in pending if ready(s)]:
                         if len(running) >= self.workers:
                             break
@@ -432,6 +431,9 @@ class StreamConsumer:
                         turn = self._start_turn(shard, checkpoints, done, result)
                         if turn is not None:
                             self._schedule(turn, paced, running, pool)
+                    while paced and paced[0][0] <= now and len(running) < self.workers:
+                        turn = heapq.heappop(paced)[2]
+                        running[pool.submit(self._fetch, turn)] = turn
                     if not running and self._uncommitted:
                         self._flush(result)
                         continue
