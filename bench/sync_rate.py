@@ -110,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         results = []
         for name, env in backend_cases(tmp).items():
             print(f"running {name} ...", flush=True)
-            output = subprocess.run(
+            case = subprocess.run(
                 [sys.executable, "-m", "bench.sync_rate", "--case", name, "--records-file", str(records_file),
                  "--lag-seconds", str(args.lag_seconds), "--rate", str(args.rate)],
-                cwd=ROOT, env={**os.environ, **common, **env}, check=True, capture_output=True, text=True,
-            ).stdout
-            results.append(json.loads(output.strip().splitlines()[-1]))
+                cwd=ROOT, env={**os.environ, **common, **env}, capture_output=True, text=True,
+            )
+            if case.returncode:  # the case's own error, not just its exit status
+                sys.stderr.write(case.stdout + case.stderr)
+                raise SystemExit(f"bench.sync_rate: the {name} case failed (exit status {case.returncode})")
+            results.append(json.loads(case.stdout.strip().splitlines()[-1]))
     report = {"machine": machine(), "emulator": f"DynamoDB Local (npm {PACKAGE}), in memory",
               "records": len(records), "writer_rate": args.rate, "lag_seconds": args.lag_seconds, "results": results}
     print_table(report)
@@ -280,12 +283,12 @@ def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
     stop = threading.Event()
 
     class Measured(StreamConsumer):
-        def _commit(self, checkpoint, records, *, finished):
-            ops = super()._commit(checkpoint, records, finished=finished)
+        def _commit_batches(self, batches):
+            committed = super()._commit_batches(batches)
             now = datetime.now(timezone.utc)
             lags.extend((now - parse_sk(r["dynamodb"]["NewImage"]["SK"]["S"])).total_seconds()
-                        for r in records if "NewImage" in r["dynamodb"])
-            return ops
+                        for batch in committed for r in batch.records if "NewImage" in r["dynamodb"])
+            return committed
 
     consumer = Measured(index=get_index(), stream_arn=get_source().stream_arn(), stop_event=stop)
     follower = threading.Thread(target=consumer.run, kwargs={"once": False, "poll_seconds": settings.SYNC_INDEX_POLL_SECONDS})
