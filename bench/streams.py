@@ -356,22 +356,22 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     # others: what the SIGKILLs cost, apart from the rest.
     lease = float(env.get("SYNC_INDEX_LEASE_SECONDS", 5))
 
-    def near_kill(pk):
+    def held_up(pk, moments: list[float], window: float) -> bool:
+        """Waiting to be applied at one of the moments, or written within `window` seconds after one."""
         written = writer.written[pk]
         applied = written + watcher.lags[pk]
-        return any(written <= kill <= applied or kill <= written <= kill + lease + 5 for kill in state["kills"])
+        return any(written <= moment <= applied or moment <= written <= moment + window for moment in moments)
+
+    def near_kill(pk):
+        return held_up(pk, state["kills"], lease + 5)
 
     calm = sorted(lag for pk, lag in watcher.lags.items() if not near_kill(pk))
 
     # The samples a mass roll-over or split held up (at least half the open shards closed at once,
     # as the emulation closes a generation: AWS spreads them over hours): waiting to be applied
     # when it came, or written in the 5 s after it, while the children are listed and first read.
-    def near_rollover(pk):
-        written = writer.written[pk]
-        applied = written + watcher.lags[pk]
-        return any(written <= moment <= applied or moment <= written <= moment + 5 for moment in topology.mass_closes)
-
-    steady = sorted(lag for pk, lag in watcher.lags.items() if not near_kill(pk) and not near_rollover(pk))
+    steady = sorted(lag for pk, lag in watcher.lags.items()
+                    if not near_kill(pk) and not held_up(pk, topology.mass_closes, 5))
     status = endpoint.hook_status("streams")
     return {
         "writes": writer.done, "write_seconds": round(written - started, 1),

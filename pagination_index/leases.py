@@ -54,11 +54,7 @@ def leases_acquire(*, stream_arn: str, shard_ids: list[str], owner: str, seconds
 
 def lease_hold(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> None:
     """Renew a lease we hold (inside a transaction this also locks the row until commit)."""
-    now = timezone.now()
-    renewed = ShardCheckpoint.objects.using(checkpoint._state.db).filter(pk=checkpoint.pk, lease_owner=owner, lease_expires_at__gt=now).update(
-        lease_expires_at=now + timedelta(seconds=seconds)
-    )
-    if not renewed:
+    if not leases_hold(checkpoints=[checkpoint], owner=owner, seconds=seconds, using=checkpoint._state.db):
         raise LeaseLost(f"shard {checkpoint.shard_id}: lease lost to another consumer")
 
 

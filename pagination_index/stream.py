@@ -618,7 +618,9 @@ class StreamConsumer:
             ops = apply_records(self.index, records, self.source) if records else 0
             now = timezone.now()
             last: dict[str, Batch] = {}
+            records_of: dict[str, int] = {}  # records committed per shard
             for batch in kept:
+                records_of[batch.checkpoint.shard_id] = records_of.get(batch.checkpoint.shard_id, 0) + len(batch.records)
                 checkpoint = batch.checkpoint
                 if batch.records:
                     checkpoint.sequence_number = batch.records[-1]["dynamodb"]["SequenceNumber"]
@@ -640,12 +642,12 @@ class StreamConsumer:
                         changed, fields + (["lease_owner", "lease_expires_at"] if finished else []))
         for n, batch in enumerate(kept):
             batch.ops = ops if n == 0 else 0
-        for batch in last.values():
-            lag = batch.checkpoint.lag_seconds if any(b.records for b in kept if b.checkpoint is batch.checkpoint) else None
+        for shard_id, batch in last.items():
+            lag = batch.checkpoint.lag_seconds if records_of[shard_id] else None
             self.lag.note(lag)
             logger.info("sync batch", extra={"fields": {
-                "records": sum(len(b.records) for b in kept if b.checkpoint is batch.checkpoint), "ops": ops,
-                "shards": len(last), "shard": batch.checkpoint.shard_id, "finished": batch.checkpoint.finished,
+                "records": records_of[shard_id], "ops": ops,
+                "shards": len(last), "shard": shard_id, "finished": batch.checkpoint.finished,
                 "lag_seconds": None if lag is None else round(lag, 3),
             }})
         return kept
