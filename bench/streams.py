@@ -1,6 +1,7 @@
 """The stream consumers on a stream shaped like AWS's (issue 28's targets).
 
-    .venv/bin/python -m bench.streams [--writes N] [--max-shards S] [--rollover-seconds T] [--smoke]
+    .venv/bin/python -m bench.streams [--writes N] [--max-shards S] [--rollover-seconds T] [--rate R]
+        [--backend relational|redis|files|dynamodb] [--kills K] [--lease-seconds L] [--skip-lambda] [--smoke]
 
 DynamoDB Local behind the strict endpoint with its emulated stream (stack/strict_endpoint/streams.py):
 shards roll over every T seconds, the stream grows from 1 to 8 shards and then to S, 30% of GetRecords
@@ -8,9 +9,10 @@ pages from open shards are empty. A writer makes N mixed writes (inserts 60%, de
 changes 15%, moves to another product 10%) over 12 products.
 
 1. `sync_index`: two `manage.py sync_index` processes (active and standby, each with credentials of its
-   own so the endpoint's log tells their calls apart) follow the stream; the active one is SIGKILLed
-   twice while the writes go on and started again. Measured: apply lag of sampled inserts (written ->
-   present in the index, p50/p99), records per second, DescribeStream calls per consumer per 10 s in
+   own so the endpoint's log tells their calls apart, leases of L seconds) follow the stream; the
+   active one is SIGKILLed K times (default 2) while the writes go on and started again. Measured:
+   apply lag of sampled inserts (written -> present in the index, p50/p99; and without the samples a
+   kill or a mass roll-over held up), records per second, DescribeStream calls per consumer per 10 s in
    the steady part (after the last split), then `verify_index` as the consumers were stopped, a
    drain (`sync_index --once`, roll-overs stopped) of what they had not applied, `verify_index`
    again (clean or not: a write missing now is lost, not late) and the stale marks.
@@ -20,8 +22,11 @@ changes 15%, moves to another product 10%) over 12 products.
    its own) started once a third of the writes are made, so products are fenced, their records
    journaled by the handler and replayed after each swap while the writes go on; then `verify_index`.
 
-The index is the relational backend, on PostgreSQL when it answers on 127.0.0.1:5432 (a throw-away
-database), else SQLite (lag is read from its table). Figures are printed and
+The index is `--backend`'s (default relational): relational on PostgreSQL when it answers on
+127.0.0.1:5432 (a throw-away database, which also holds the checkpoints), else SQLite (lag read from
+its table); redis on the machine's Redis under a key prefix of the run's own; files in the run's
+folder; dynamodb in a table of the run's own beside the comments (lag read through the index's
+public API: at(count_newer(entry)) is the entry). Figures are printed and
 saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average.
 """
 from __future__ import annotations

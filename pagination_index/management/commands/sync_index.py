@@ -28,7 +28,7 @@ class Command(ReportingCommand):
                             help="Print each shard's checkpoint, lease and lag, and any groups needing a rebuild.")
         parser.add_argument(
             "--poll-seconds", type=float, default=settings.SYNC_INDEX_POLL_SECONDS,
-            help="Seconds to wait between polls when caught up (default: %(default)s, SYNC_INDEX_POLL_SECONDS).",
+            help="How often a shard at its end is read again, within a poll and between polls (default: %(default)s, SYNC_INDEX_POLL_SECONDS).",
         )
         parser.add_argument(
             "--workers", type=int, default=settings.SYNC_INDEX_WORKERS,
