@@ -25,8 +25,10 @@ def consumer(**kwargs) -> StreamConsumer:
 
 
 def wait_for(endpoint, condition, what: str) -> dict:
+    """The stream's emulated status once it meets `condition` (a new table's stream appears there
+    once the endpoint's pump has taken it in)."""
     deadline = time.monotonic() + 60
-    while not condition(status := endpoint.hook_status("streams")[stream_arn()]):
+    while (status := endpoint.hook_status("streams").get(stream_arn())) is None or not condition(status):
         assert time.monotonic() < deadline, f"{what} not within 60 s: {status}"
         time.sleep(0.2)
     return status
