@@ -4,6 +4,7 @@ index backend through rebuild_index itself, then verified, read and written.
     python -m bench.scale --smoke                       # 20,000 comments, every backend (< 60 s)
     python -m bench.scale --sizes 100000,1000000        # peak RSS of rebuild/verify at each size
     python -m bench.scale --sizes 1000000 --backends files
+    python -m bench.scale --catalogue-only             # the catalogue of 100,000 products alone
 
 The table is a source of the bench's own (SyntheticSource): each product's comments are generated
 newest first from a seed, so the index is loaded through the same path as production
@@ -299,8 +300,11 @@ def main() -> None:
     parser.add_argument("--sizes", help="comma-separated comment totals")
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--catalogue", type=int, help="products in the catalogue timing (default 100,000; smoke 2,000)")
+    parser.add_argument("--catalogue-only", action="store_true", help="only the catalogue timing, no backend")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")] if args.sizes else (SMOKE_SIZES if args.smoke else SIZES)
+    if args.catalogue_only:
+        sizes = []
     load_at_start = os.getloadavg()
     when = stamp()
     results = []
@@ -318,8 +322,9 @@ def main() -> None:
              f"{r['reads']['range_p50_ms']:.2f}/{r['reads']['range_p99_ms']:.2f}",
              f"{r['reads']['apply_ops_per_second']:,.0f}", f"{r['verify']['entries_per_second']:,.0f}",
              f"{r['verify']['peak_rss_mib']:.0f}"] for r in results]
-    print(format_table(["backend", "entries", "largest", "build/s", "build MiB", "B/entry", "at p50/p99 ms",
-                        "range p50/p99 ms", "apply ops/s", "verify/s", "verify MiB"], rows))
+    if rows:
+        print(format_table(["backend", "entries", "largest", "build/s", "build MiB", "B/entry", "at p50/p99 ms",
+                            "range p50/p99 ms", "apply ops/s", "verify/s", "verify MiB"], rows))
     pages = catalogue(args.catalogue or (2_000 if args.smoke else 100_000))
     print(f"catalogue of {pages['products']:,} products: " + ", ".join(
         f"{name} {value:.1f}" for name, value in pages.items() if name != "products"))

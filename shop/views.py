@@ -40,12 +40,17 @@ def catalogue(request):
     values = request.GET.getlist("page")
     try:
         number = parse_page_number(values)
-        page = Paginator(Product.objects.order_by("name", "id"), settings.CATALOGUE_PAGE_SIZE).page(number)
+        # The OFFSET walks only the (name, id) index, which holds the ids: deep pages skip index
+        # entries, not table rows. The page's own rows come after, by primary key.
+        ordered_ids = Product.objects.order_by("name", "id").values_list("id", flat=True)
+        page = Paginator(ordered_ids, settings.CATALOGUE_PAGE_SIZE).page(number)
     except InvalidPage:
         raise Http404("No such catalogue page.")
     if values and number == 1:
         return HttpResponsePermanentRedirect(reverse("catalogue"))
-    products = list(page.object_list)
+    ids = list(page.object_list)
+    by_id = Product.objects.in_bulk(ids)
+    products = [by_id[pk] for pk in ids if pk in by_id]  # one deleted in between is left out
     counts = product_comment_counts([product.sku for product in products])
     rows = [(product, counts[product.sku]) for product in products]
     personal = caching.has_pending_messages(request)

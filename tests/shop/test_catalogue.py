@@ -41,3 +41,12 @@ def test_a_page_that_does_not_exist_is_a_404(client, products, query):
 def test_page_one_redirects_to_the_bare_url(client, products):
     response = client.get("/?page=1")
     assert response.status_code == 301 and response["Location"] == "/"
+
+
+@pytest.mark.django_db
+def test_a_page_lists_its_products_in_name_order_whatever_their_ids(client, settings):
+    """A page's ids come from the (name, id) index and its rows after, by id: the order is the index's."""
+    settings.CATALOGUE_PAGE_SIZE = 3
+    Product.objects.bulk_create(Product(sku=f"REV-{n}", name=f"Product {9 - n:02d}", price="1.00") for n in range(6))
+    assert names(client.get("/").content.decode()) == ["Product 04", "Product 05", "Product 06"]
+    assert names(client.get("/?page=2").content.decode()) == ["Product 07", "Product 08", "Product 09"]
