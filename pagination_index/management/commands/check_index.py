@@ -45,10 +45,12 @@ class Command(ReportingCommand):
                 self.stdout.write(f"{name}: {problem}")
             if verbosity < 2 and len(problems) > 5:
                 self.stdout.write(f"{name}: ... {len(problems) - 5} more (-v 2 lists them all)")
+        failures = []
         if wrong:
-            raise CommandError(f"{len(wrong)} of {len(groups)} groups have problems"
-                               + ("" if repair else "; run with --repair to rebuild them")
-                               + ("; and the store's format needs `manage.py rebuild_index`" if formats else ""))
+            failures.append(f"{len(wrong)} of {len(groups)} groups have problems"
+                            + ("" if repair else "; run with --repair to rebuild them"))
         if formats:
-            raise CommandError("The index's format needs `manage.py rebuild_index` (see above)")
+            failures.append("the index's format needs `manage.py rebuild_index` (see above)")
+        if failures:
+            raise CommandError("; ".join(failures))
         self.summary(f"{type(index).__name__}: {len(groups)} groups pass their integrity checks")
