@@ -51,7 +51,7 @@ from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
 from bench.common import add_database_alias, machine_info, pyplot  # noqa: E402
 from pagination_index import micros_sort_key  # noqa: E402
-from pagination_index.backends.redis import RedisIndex, sort_key_score  # noqa: E402
+from pagination_index.backends.redis import RedisIndex, encode_member, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -195,7 +195,7 @@ def redis_store(workdir: Path) -> Store:
         pipe = raw.pipeline(transaction=False)
         for start in range(0, len(entries), 10_000):
             chunk = entries[start : start + 10_000]
-            pipe.zadd(index.key(group), {member: sort_key_score(sort_key) for member, sort_key in chunk})
+            pipe.zadd(index.key(group), {encode_member(member): sort_key_score(sort_key) for member, sort_key in chunk})
             if len(pipe) >= 20:
                 pipe.execute()
         pipe.execute()

@@ -131,6 +131,8 @@ class BaseIndex:
       checkpoint commit together), else in the default database just after the write.
     - `check_integrity(group)` / `repair_group(group)`: invariants of the backend's own derived
       structures (counts, blocks, files), and rebuilding them from the group's own entries.
+    - `check_format()`: what in the store's format as a whole needs an operator's step (the Redis
+      backend's members still in the text form of older releases: `rebuild_index`).
     - `check_order(group, expected)`: the backend's own structures checked against the true order
       (verify_index passes the table's entries), e.g. each page marker against the rank it must hold.
     - `maintain()` / `pending_changes(group)`: deferred work sync_index runs after each poll (the
@@ -279,6 +281,10 @@ class BaseIndex:
 
     def repair_group(self, group: str) -> None:
         """Rebuild what check_integrity checks from the group's own entries."""
+
+    def check_format(self) -> list[str]:
+        """What in the store's format needs an operator's step (check_index reports it)."""
+        return []
 
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """What in the backend's structures disagrees with `expected` (the true entries, newest first)."""

@@ -1,8 +1,22 @@
 """The Redis backend: one sorted set per group, on one Redis or a Redis Cluster (docs/backends-redis.md).
 
 Member = the comment's PK; score = its SK as integer microseconds since the epoch, exact in a double
-for the years 1685..2255, so members with equal scores are ordered by member bytes, exactly as the
-index orders ties. `at()` is one ZREVRANGE, `count()` one ZCARD.
+for the years 1685..2255. `at()` is one ZREVRANGE, `count()` one ZCARD.
+
+Members are stored in a binary form (encode_member): a PK of 32 lowercase hex digits (a uuid4 hex, as
+every comment's is) as its 16 bytes, which puts its allocation in jemalloc's 24/32-byte class
+instead of 40/48 (issue 29); any other member as its UTF-8, plus one b"\x00" when that is exactly 16
+bytes long or already ends with a NUL, so that a stored member of 16 bytes is always a uuid and
+decoding is unambiguous. Redis orders equal scores by stored bytes: among uuid members that is the
+hex text's order, among other members the text's (UTF-8 bytes, code point order; members that
+contain NUL aside), as the index orders ties. A uuid member and a non-uuid member at the same score
+may be ordered differently from their texts; the comments' PKs are all uuids, so only hand-made
+data mixes them. count_newer() compares stored bytes with stored bytes, so its ranks always agree
+with the set's own order.
+
+Indexes written before the binary form hold uuids as their 32-byte text (both_forms), which still
+decodes to the same PK. Every write also removes a member's legacy form, so no entry is left behind
+or doubled; `check_index` (check_format) finds such an index and `rebuild_index` rewrites it.
 
 Keys, all under the configured prefix (default "pidx:"), so the index never touches other keys. A
 group's "family" is its name up to the first "/" (the product: "SKU" and its rating groups "SKU/4"),
@@ -18,6 +32,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from itertools import islice
 from typing import Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
@@ -38,18 +53,24 @@ TIE_FETCH = 256
 # A temporary key left by a replace() that died half-way expires by itself.
 TEMP_KEY_SECONDS = 3600
 
-# ZREM each ARGV member whose score still equals the score after it (the stream's conditional
-# remove). Scores are integers below 2**53, exact both as Redis doubles and as Lua numbers.
+# ARGV in triples (stored member, its legacy form or the stored one again, score): ZREM each form
+# whose score still equals that score (the stream's conditional remove). Scores are integers below
+# 2**53, exact both as Redis doubles and as Lua numbers.
 ZREM_IF_SCORE = """
 local removed = 0
-for i = 1, #ARGV, 2 do
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if score and tonumber(score) == tonumber(ARGV[i + 1]) then
-    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+for i = 1, #ARGV, 3 do
+  local wanted = tonumber(ARGV[i + 2])
+  for j = i, i + 1 do
+    local score = redis.call('ZSCORE', KEYS[1], ARGV[j])
+    if score and tonumber(score) == wanted then
+      removed = removed + redis.call('ZREM', KEYS[1], ARGV[j])
+    end
   end
 end
 return removed
 """
+# check_format(): group keys sampled for a member in the legacy (text) form.
+FORMAT_SAMPLE_KEYS = 48
 
 # replace()'s swap: UNLINK frees a big old set in the background, not inside the swap; RENAME carries
 # the temporary key's expiry over, so PERSIST drops it.
@@ -72,12 +93,37 @@ def sort_key_score(sort_key: str) -> int:
     return score
 
 
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_LEGACY_UUID = re.compile(rb"[0-9a-f]{32}")
+UUID_BYTES = 16
+
+
+def encode_member(member: str) -> bytes:
+    """A member as stored: a uuid hex as its 16 bytes; any other text as its UTF-8, with one NUL
+    appended when that is 16 bytes long or ends with a NUL (see the module docstring)."""
+    if len(member) == 32 and _HEX32.fullmatch(member):
+        return bytes.fromhex(member)
+    data = member.encode()
+    return data + b"\x00" if len(data) == UUID_BYTES or data.endswith(b"\x00") else data
+
+
+def decode_member(stored: bytes) -> str:
+    """The member a stored one holds (encode_member's inverse; a legacy 32-byte text comes back as itself)."""
+    if len(stored) == UUID_BYTES:
+        return stored.hex()
+    return (stored[:-1] if stored.endswith(b"\x00") else stored).decode()
+
+
+def both_forms(member: str) -> tuple[bytes, bytes]:
+    """(the stored form, the legacy form): a uuid member as indexes before the binary form stored it,
+    its 32-byte text; any other member's forms are one (its legacy UTF-8 of 16 bytes would be some
+    uuid's stored form: such an index needs rebuild_index, see the module docstring)."""
+    stored = encode_member(member)
+    return stored, (member.encode() if len(stored) == UUID_BYTES else stored)
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
 
 
 def glob_escape(text: str) -> str:
@@ -192,16 +238,19 @@ class RedisIndex(NetWriteIndex):
                 pipe.execute()
 
     def _queue_writes(self, pipe, group: str, removals: list[Removal], mapping: dict[str, int]) -> None:
+        """Removes take both forms of a member; adds first drop a legacy form, which an index written
+        before the binary form may hold (a moved entry's ZADD would otherwise leave it beside)."""
         key = self.key(group)
-        always = [member for member, sort_key in removals if sort_key is None]
+        always = [stored for member, sort_key in removals if sort_key is None for stored in set(both_forms(member))]
+        always += [legacy for stored, legacy in map(both_forms, mapping) if legacy != stored]
         for chunk in chunked(always, CHUNK):
             pipe.zrem(key, *chunk)
         matching = [arg for member, sort_key in removals if sort_key is not None
-                    for arg in (member, sort_key_score(sort_key))]
-        for chunk in chunked(matching, 2 * CHUNK):
+                    for arg in (*both_forms(member), sort_key_score(sort_key))]
+        for chunk in chunked(matching, 3 * CHUNK):
             pipe.execute_command("EVAL", ZREM_IF_SCORE, 1, key, *chunk)  # ClusterPipeline has no eval()
         for chunk in chunked(list(mapping.items()), CHUNK):
-            pipe.zadd(key, dict(chunk))
+            pipe.zadd(key, {encode_member(member): score for member, score in chunk})
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
         """Build the new set under a temporary key in the group's slot, a chunk of the entries at a
@@ -213,7 +262,7 @@ class RedisIndex(NetWriteIndex):
             written = False
             with self.client.pipeline(transaction=False) as pipe:
                 for number, chunk in enumerate(batched(entries, CHUNK), start=1):
-                    pipe.zadd(temp, {member: sort_key_score(sort_key) for member, sort_key in chunk})
+                    pipe.zadd(temp, {encode_member(member): sort_key_score(sort_key) for member, sort_key in chunk})
                     if number == 1:
                         pipe.expire(temp, TEMP_KEY_SECONDS)
                     if number % COMMANDS_PER_ROUND_TRIP == 0:
@@ -271,18 +320,18 @@ class RedisIndex(NetWriteIndex):
         if stop <= start:
             return []  # and never a negative index, which Redis counts from the end
         found = self.client.zrevrange(self.key(group), start, stop - 1, withscores=True)
-        return [(_text(member), micros_sort_key(score)) for member, score in found]
+        return [(decode_member(member), micros_sort_key(score)) for member, score in found]
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         return self.count_newer_many([group], sort_key, member)[group]
 
     def count_newer_many(self, groups: Iterable[str], sort_key: str, member: str | None = None) -> dict[str, int]:
         """ZCOUNT of the greater scores; with a member, plus the members greater than it in the run of
-        equal scores (Redis orders a run by member bytes, as the index orders ties; ZRANGEBYLEX is
-        undefined across scores, so the run is read: whole when short, which is one round trip per
-        hash slot, else bisected by rank)."""
+        equal scores (Redis orders a run by stored bytes, so the member's stored form is compared with
+        the stored ones; ZRANGEBYLEX is undefined across scores, so the run is read: whole when short,
+        which is one round trip per hash slot, else bisected by rank)."""
         score = sort_key_score(sort_key)
-        wanted = None if member is None else _bytes(member)
+        wanted = None if member is None else encode_member(member)
         counts = {}
         for batch in self._by_slot(groups):
             with self.client.pipeline(transaction=True) as pipe:
@@ -294,7 +343,7 @@ class RedisIndex(NetWriteIndex):
             for group in batch:
                 newer = next(replies)
                 if wanted is not None:
-                    run = [_bytes(name) for name in next(replies)]
+                    run = next(replies)
                     if len(run) <= TIE_FETCH:
                         newer += sum(1 for name in run if name > wanted)
                     else:
@@ -308,11 +357,27 @@ class RedisIndex(NetWriteIndex):
         while low < high:
             middle = (low + high) // 2
             [name] = self.client.zrevrange(self.key(group), first + middle, first + middle) or [b""]
-            if _bytes(name) > wanted:
+            if name > wanted:
                 low = middle + 1
             else:
                 high = middle
         return low
+
+    def check_format(self) -> list[str]:
+        """Members still in the legacy form (a uuid as its 32-byte text), in a sample of the group keys
+        a SCAN meets first: each key's oldest entry, the one most likely written before the upgrade."""
+        keys = list(islice(self._scan("{*"), FORMAT_SAMPLE_KEYS))
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.zrange(key, 0, 0)
+            oldest = pipe.execute()
+        legacy = [_text(key) for key, members in zip(keys, oldest)
+                  if any(_LEGACY_UUID.fullmatch(member) for member in members)]
+        if not legacy:
+            return []
+        return [f"{len(legacy)} of {len(keys)} sampled groups hold members in the text form of indexes "
+                f"written before uuids were stored as 16 bytes (e.g. {legacy[0]}): run `manage.py "
+                "rebuild_index` once to rewrite every group"]
 
     def is_empty(self) -> bool:
         """The first group key a SCAN meets answers it: no listing of every key."""

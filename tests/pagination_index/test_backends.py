@@ -1,16 +1,22 @@
 """The index contract, proven on every backend over its real store."""
 import random
 import threading
+import uuid
+from io import StringIO
 
 import pytest
+import redis
+from django.core.management import CommandError, call_command
 from django.db import connections
+from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from pagination_index import micros_sort_key
 from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable, Remove, newest_first
 from pagination_index.backends.dynamodb import DynamoDBIndex
 from pagination_index.backends.files import FileIndex
-from pagination_index.backends.redis import RedisIndex, group_of_key, sort_key_score
+from pagination_index.backends.redis import (TIE_FETCH, RedisIndex, cluster_location, encode_member, group_of_key,
+                                             sort_key_score)
 from pagination_index.backends.relational import RelationalIndex
 from tests.pagination_index.contract import IndexContract, read_while_writing, sk
 
@@ -138,6 +144,108 @@ class RedisContract(IndexContract):
         index.remove_many("g2", ["a"])
         index.client.zadd(f"{index.prefix}tmp:{{g3}}:0", {"a": 1})  # a replace() in progress
         assert index.groups() == ["g1"]
+
+
+    # --- members stored in binary form (issue 29) -------------------------------------------------
+    @pytest.fixture
+    def raw(self, index):
+        """A plain redis-py client of the index's server or cluster: what is really stored."""
+        location, cluster = cluster_location(index.options["LOCATION"])
+        client = RedisCluster.from_url(location) if cluster else redis.Redis.from_url(location)
+        yield client
+        client.close()
+
+    def test_a_uuid_member_is_stored_as_its_16_bytes(self, index, raw):
+        member = uuid.uuid4().hex
+        index.add_many("g", [(member, sk(1))])
+        index.replace("h", [(member, sk(1))])
+        for group in ("g", "h"):
+            assert raw.zrange(index.key(group), 0, -1) == [bytes.fromhex(member)]
+            assert index.at(group, 0) == (member, sk(1))
+
+    @pytest.mark.parametrize("member, stored", [
+        ("0123456789abcdef0123456789abcdef", bytes.fromhex("0123456789abcdef0123456789abcdef")),
+        ("0123456789ABCDEF0123456789ABCDEF", b"0123456789ABCDEF0123456789ABCDEF"),  # not lowercase: text
+        ("0123456789abcdef0123456789abcde", b"0123456789abcdef0123456789abcde"),
+        ("0123456789abcdef0123456789abcdef0", b"0123456789abcdef0123456789abcdef0"),
+        ("sixteen-bytes-ab", b"sixteen-bytes-ab\x00"),  # 16 bytes of text: never mistaken for a uuid
+        ("éééééééé", "éééééééé".encode() + b"\x00"),  # 8 characters, 16 bytes
+        ("ends-with-nul\x00", b"ends-with-nul\x00\x00"),
+        ("\x00", b"\x00\x00"),
+        ("", b""),
+        ("a", b"a"),
+        ("Café-茶-🫖", "Café-茶-🫖".encode()),
+    ])
+    def test_members_round_trip_through_their_stored_form(self, index, raw, member, stored):
+        assert encode_member(member) == stored
+        index.add_many("g", [(member, sk(1))])
+        index.replace("h", [(member, sk(2))])
+        assert raw.zrange(index.key("g"), 0, -1) == raw.zrange(index.key("h"), 0, -1) == [stored]
+        assert index.range("g", 0, 5) == [(member, sk(1))] and index.at("h", 0) == (member, sk(2))
+        assert index.count_newer("g", sk(1), member) == 0
+        index.remove_entries("g", [(member, sk(1))])
+        index.remove_many("h", [member])
+        assert index.count_many(["g", "h"]) == {"g": 0, "h": 0}
+
+    def test_ties_are_ordered_by_stored_bytes(self, index):
+        """Uuids among themselves in hex order, texts in text order; a uuid against a text (which only
+        hand-made data mixes) by their stored bytes, and count_newer agrees with that order."""
+        uuids = sorted(uuid.uuid4().hex for _ in range(20))
+        texts = ["b", "a", "sixteen-bytes-ab", "sixteen-bytes-ac", "z\x00", "z", "茶", ""]
+        index.add_many("u", [(member, sk(5)) for member in uuids])
+        index.add_many("t", [(member, sk(5)) for member in texts])
+        high = "ff" + "0" * 30  # before "g" as text, after it as bytes (b"\xff..." > b"g")
+        mixed = uuids[:5] + texts + [high, "g"]
+        index.add_many("m", [(member, sk(5)) for member in mixed])
+        assert [member for member, _ in index.range("u", 0, 100)] == sorted(uuids, reverse=True)
+        assert [member for member, _ in index.range("t", 0, 100)] == sorted(texts, reverse=True)
+        stored_order = sorted(mixed, key=encode_member, reverse=True)
+        assert [member for member, _ in index.range("m", 0, 100)] == stored_order
+        assert stored_order.index(high) < stored_order.index("g")
+        for rank, member in enumerate(stored_order):
+            assert index.count_newer("m", sk(5), member) == rank
+
+    @pytest.mark.parametrize("run", [40, TIE_FETCH + 300])
+    def test_count_newer_inside_a_run_of_tied_uuids(self, index, run):
+        members = sorted((uuid.uuid4().hex for _ in range(run)), reverse=True)
+        index.replace("g", [(member, sk(5)) for member in members]
+                      + [(uuid.uuid4().hex, sk(6)), (uuid.uuid4().hex, sk(4))])
+        for rank in (0, 1, run // 2, run - 1):
+            assert index.count_newer("g", sk(5), members[rank]) == 1 + rank
+        for probe in (uuid.uuid4().hex for _ in range(10)):  # absent members: where they would go
+            assert index.count_newer("g", sk(5), probe) == 1 + sum(1 for member in members if member > probe)
+        assert index.count_newer("g", sk(5), "0" * 32) == 1 + run
+        assert index.count_newer("g", sk(5), "f" * 32) == 1
+
+    def test_writes_drop_the_text_form_of_older_releases(self, index, raw):
+        """An index written before the binary form holds uuids as 32-byte text: they read back the
+        same, removes (plain and conditional) take them, and an add moves rather than doubles them."""
+        kept, removed, moved, conditional, other = (uuid.uuid4().hex for _ in range(5))
+        raw.zadd(index.key("g"), {member: sort_key_score(sk(n)) for n, member in
+                                  enumerate((kept, removed, moved, conditional, other), start=1)})
+        assert index.range("g", 0, 10) == [(other, sk(5)), (conditional, sk(4)), (moved, sk(3)),
+                                           (removed, sk(2)), (kept, sk(1))]
+        index.apply([Remove("g", removed), Add("g", moved, sk(9)), Remove("g", conditional, sk(4)),
+                     Remove("g", other, sk(1))])  # other: the SK no longer matches, it stays
+        assert index.range("g", 0, 10) == [(moved, sk(9)), (other, sk(5)), (kept, sk(1))]
+        assert sorted(raw.zrange(index.key("g"), 0, -1)) == sorted([bytes.fromhex(moved), other.encode(), kept.encode()])
+        index.remove_entries("g", [(other, sk(5))])
+        index.remove_many("g", [kept])
+        assert index.range("g", 0, 10) == [(moved, sk(9))]
+
+    def test_check_index_flags_an_index_in_the_text_form(self, index, raw, settings):
+        settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.redis.RedisIndex", "OPTIONS": index.options}
+        index.replace("new", [(uuid.uuid4().hex, sk(1))])
+        assert index.check_format() == []
+        call_command("check_index", stdout=StringIO(), stderr=StringIO())
+        raw.zadd(index.key("old"), {uuid.uuid4().hex: sort_key_score(sk(1))})
+        out = StringIO()
+        with pytest.raises(CommandError, match="rebuild_index"):
+            call_command("check_index", stdout=out, stderr=StringIO())
+        assert "1 of 2 sampled groups hold members in the text form" in out.getvalue()
+        assert "rebuild_index" in out.getvalue()
+        index.replace("old", index.range("old", 0, 10))  # what rebuild_index does for the group
+        call_command("check_index", stdout=StringIO(), stderr=StringIO())
 
 
 class TestRedisIndex(RedisContract):

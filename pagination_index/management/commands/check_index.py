@@ -7,8 +7,9 @@ from pagination_index.management import ReportingCommand, reports_unavailable
 class Command(ReportingCommand):
     help = (
         "Check the index backend's own structures for each group (the relational backend's counted "
-        "blocks and counts; backends without such structures have nothing to check). --repair rebuilds "
-        "the groups found wrong from their own entries."
+        "blocks and counts; backends without such structures have nothing to check), and the store's "
+        "format (the Redis backend's members written by older releases, which `rebuild_index` "
+        "rewrites). --repair rebuilds the groups found wrong from their own entries."
     )
 
     def add_arguments(self, parser):
@@ -20,6 +21,9 @@ class Command(ReportingCommand):
     @reports_unavailable
     def handle(self, *args, group, repair, verbosity, **options):
         index = get_index()
+        formats = index.check_format()
+        for problem in formats:
+            self.stdout.write(f"format: {problem}")
         groups = group or index.groups()
         progress = self.progress(len(groups), "checking groups")
         wrong = {}
@@ -41,7 +45,12 @@ class Command(ReportingCommand):
                 self.stdout.write(f"{name}: {problem}")
             if verbosity < 2 and len(problems) > 5:
                 self.stdout.write(f"{name}: ... {len(problems) - 5} more (-v 2 lists them all)")
+        failures = []
         if wrong:
-            raise CommandError(f"{len(wrong)} of {len(groups)} groups have problems"
-                               + ("" if repair else "; run with --repair to rebuild them"))
+            failures.append(f"{len(wrong)} of {len(groups)} groups have problems"
+                            + ("" if repair else "; run with --repair to rebuild them"))
+        if formats:
+            failures.append("the index's format needs `manage.py rebuild_index` (see above)")
+        if failures:
+            raise CommandError("; ".join(failures))
         self.summary(f"{type(index).__name__}: {len(groups)} groups pass their integrity checks")
