@@ -51,7 +51,7 @@ from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
 from bench.common import add_database_alias, machine_info, pyplot  # noqa: E402
 from pagination_index import micros_sort_key  # noqa: E402
-from pagination_index.backends.redis import RedisIndex, encode_member, sort_key_score  # noqa: E402
+from pagination_index.backends.redis import RedisIndex, decode_member, encode_member, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -242,7 +242,7 @@ def check(subject: Subject, group: str, rank: int, expected: Entry) -> None:
     """Every subject must find the right entry: a fast wrong answer measures nothing."""
     found = subject.at(group, rank)
     if subject.kind == "baseline" and isinstance(found, list):  # ZREVRANGE: [(member, score)]
-        found = (found[0][0].decode(), micros_sort_key(found[0][1]))
+        found = (decode_member(found[0][0]), micros_sort_key(found[0][1]))
     if tuple(found) != expected:
         raise SystemExit(f"{subject.name}: at({group}, {rank}) = {found}, expected {expected}")
 
