@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zlib
 from pathlib import Path
 
 import pytest
@@ -358,3 +359,31 @@ def test_verify_index_tells_pending_commits_from_drift(comments_table, settings,
     call_command("commit_index", verbosity=0)
     with pytest.raises(CommandError):
         call_command("verify_index", recheck_seconds=0, verbosity=0, stdout=io.StringIO(), stderr=io.StringIO())
+
+
+@pytest.mark.parametrize("layout", ["uuid", "packed"])
+def test_check_integrity_finds_a_repeated_member_a_misordered_record_and_a_bad_checksum_across_chunks(
+        index, monkeypatch, layout):
+    """check_integrity reads a generation a chunk at a time (memory flat in the group's size): what it
+    must find is found wherever it lies, a chunk boundary included."""
+    import pagination_index.backends.files.index as files_index
+
+    monkeypatch.setattr(files_index, "CHECK_CHUNK", 4)
+    rng = random.Random(5)
+    members = [uuid_member(rng) if layout == "uuid" else f"m{n:02d}" for n in range(10)]
+    entries = [(member, sk(100 - n)) for n, member in enumerate(members)]  # newest first
+    fmt_layout, size = fmt.layout_for(members)
+
+    def publish(records, crc=None):
+        data = fmt.encode_records(records, fmt_layout, size)
+        header = fmt.encode_header(group="g", layout=fmt_layout, record_size=size, count=len(records),
+                                   generation=1, records_crc=zlib.crc32(data) if crc is None else crc)
+        index.storage.publish("g", 1, [header, data])  # a new file: readers see it at once
+        return index.check_integrity("g")
+
+    assert publish(entries) == []
+    repeated = entries[:5] + [(members[0], sk(95))] + entries[6:]  # member 0 again, in chunk 2, in order
+    assert any("appears twice" in p for p in publish(repeated))
+    swapped = entries[:3] + [entries[4], entries[3]] + entries[5:]  # across the boundary of chunks 1 and 2
+    assert any("out of order" in p for p in publish(swapped))
+    assert any("checksum" in p for p in publish(entries, crc=12345))

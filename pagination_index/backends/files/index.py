@@ -34,6 +34,10 @@ from .storage import Generation, LocalStorage, sync_batch
 # replace() reads its entries this many at a time (about 10 MB of Python strings).
 REPLACE_CHUNK = 50_000
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
+# A uuid member's 16 bytes as two integers, so an array of them sorts (check_integrity's duplicates).
+MEMBER_HALVES = np.dtype([("hi", ">u8"), ("lo", ">u8")])
+# check_integrity reads a generation this many records at a time.
+CHECK_CHUNK = 50_000
 UUID_COLUMNS = fmt.UUID_COLUMNS
 
 
@@ -493,20 +497,45 @@ class FileIndex(NetWriteIndex):
         except FAILURES as exc:
             return [str(exc)]
         if view.base is not None:
-            header = view.base.header
-            data = view.base.read_records(0, header.count)
-            if zlib.crc32(data) != header.records_crc:
-                problems.append(f"generation {header.generation}: records checksum mismatch")
-            keys = [fmt.record_order_key(data, offset, header.layout)
-                    for offset in range(0, len(data), header.record_size)]
-            if any(a <= b for a, b in zip(keys, keys[1:])):
-                problems.append(f"generation {header.generation}: records out of order")
-            members = [key[1] for key in keys]
-            if len(set(members)) != len(members):
-                problems.append(f"generation {header.generation}: a member appears twice")
+            problems.extend(self._check_generation(view.base))
         if view.torn:
             problems.append(f"log of generation {view.generation}: a torn final record (skipped; "
                             "the next write cuts it off)")
+        return problems
+
+    def _check_generation(self, base: Generation) -> list[str]:
+        """Checksum, order and distinct members of a generation, read CHECK_CHUNK records at a time
+        (verify_index runs this for every group: memory must not follow the largest group's records).
+        What is kept for the duplicate check is the uuid layout's 16 member bytes a record, sorted in
+        place; the packed layout (members that are not uuids: never a table's) keeps a set."""
+        header, problems = base.header, []
+        crc, previous, out_of_order = 0, None, False
+        uuid_members, other_members, count = [], set(), 0
+        for first in range(0, header.count, CHECK_CHUNK):
+            data = base.read_records(first, min(CHECK_CHUNK, header.count - first))
+            crc = zlib.crc32(data, crc)
+            for offset in range(0, len(data), header.record_size):
+                key = fmt.record_order_key(data, offset, header.layout)
+                out_of_order = out_of_order or (previous is not None and previous <= key)
+                previous = key
+                if header.layout != fmt.UUID24:
+                    other_members.add(key[1])
+                    count += 1
+            if header.layout == fmt.UUID24:
+                uuid_members.append(np.frombuffer(data, dtype=UUID_RECORD)["m"].copy())
+        if crc != header.records_crc:
+            problems.append(f"generation {header.generation}: records checksum mismatch")
+        if out_of_order:
+            problems.append(f"generation {header.generation}: records out of order")
+        if uuid_members:
+            members = np.concatenate(uuid_members).view(MEMBER_HALVES)
+            del uuid_members
+            members.sort(order=["hi", "lo"])
+            repeated = bool(np.any(members[1:] == members[:-1]))
+        else:
+            repeated = len(other_members) != count
+        if repeated:
+            problems.append(f"generation {header.generation}: a member appears twice")
         return problems
 
     def repair_group(self, group: str) -> None:
