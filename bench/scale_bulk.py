@@ -415,11 +415,20 @@ def _size(backend, folder, server, database, before, entries, options, sizes) ->
                     detail="computed from every item (a Query per group) by AWS's item-size rules, plus 100 B of billed overhead "
                            "per item; not a measure of DynamoDB Local's memory")
         return size
-    query = ("SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-             "WHERE c.relkind = 'r' AND n.nspname = 'public' AND c.relname LIKE 'pagination_index_%'")
-    total = int(subprocess.run(["psql", f"{POSTGRES}/{database}", "-tAc", query], capture_output=True, text=True,
-                               check=True).stdout.strip())
+    total = int(_psql(database, f"SELECT sum(pg_total_relation_size(c.oid)) {index_relations('r')}"))
     return {"relation_bytes": total, "bytes_per_entry": total / entries}
+
+
+def index_relations(kinds: str) -> str:
+    """FROM and WHERE of the index's relations of the given pg_class kinds ('r' tables, 'i' indexes)."""
+    listed = ", ".join(f"'{kind}'" for kind in kinds)
+    return ("FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE c.relkind IN ({listed}) AND n.nspname = 'public' AND c.relname LIKE 'pagination_index_%'")
+
+
+def _psql(database: str, sql: str) -> str:
+    return subprocess.run(["psql", f"{POSTGRES}/{database}", "-tAc", sql], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def _postgres_after_load(database: str) -> dict:
@@ -427,17 +436,12 @@ def _postgres_after_load(database: str) -> dict:
     gets: VACUUM (ANALYZE) of the index's tables (the visibility map that lets a rank read skip the
     table), then every one of their tables and indexes read once into the OS page cache (pg_prewarm's
     'read' mode; shared_buffers stays the server's own)."""
-    tables = ("SELECT c.oid::regclass FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-              "WHERE c.relkind IN ('r', 'i') AND n.nspname = 'public' AND c.relname LIKE 'pagination_index_%'")
-    url = f"{POSTGRES}/{database}"
     started = time.perf_counter()
-    names = subprocess.run(["psql", url, "-tAc", tables.replace("IN ('r', 'i')", "= 'r'")], capture_output=True,
-                           text=True, check=True).stdout.split()
-    subprocess.run(["psql", url, "-qc", f"VACUUM (ANALYZE) {', '.join(names)}"], check=True)
+    tables = _psql(database, f"SELECT c.oid::regclass {index_relations('r')}").split()
+    _psql(database, f"VACUUM (ANALYZE) {', '.join(tables)}")
     vacuumed = time.perf_counter()
-    subprocess.run(["psql", url, "-qc", "CREATE EXTENSION IF NOT EXISTS pg_prewarm"], check=True)
-    blocks = subprocess.run(["psql", url, "-tAc", f"SELECT sum(pg_prewarm(oid, 'read')) FROM ({tables}) AS t(oid)"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    _psql(database, "CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+    blocks = _psql(database, f"SELECT sum(pg_prewarm(c.oid, 'read')) {index_relations('ri')}")
     return {"vacuum_analyze_seconds": round(vacuumed - started, 1),
             "page_cache_warm_seconds": round(time.perf_counter() - vacuumed, 1), "blocks_read": int(blocks or 0)}
 

@@ -411,9 +411,9 @@ def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: lis
     per roll-over) and the rate between roll-overs (the map's periodic refresh and child look-ups),
     which is what a stream rolling a shard over every 4 hours, as AWS's does, would see."""
     entries = [e for e in endpoint.requests() if e.get("operation") == "DescribeStream" and since <= e["at"] <= until]
+    calls = {name: [e for e in entries if e.get("key_id") == key] for name, (key, _) in keys.items()}
     seconds = max(until - since, 1e-9)
-    rates = {name: round(sum(1 for e in entries if e.get("key_id") == key) / seconds * 10, 2)
-             for name, (key, _) in keys.items()} | {"seconds_observed": round(seconds, 1)}
+    rates = {name: round(len(own) / seconds * 10, 2) for name, own in calls.items()} | {"seconds_observed": round(seconds, 1)}
     closes = [moment for moment in mass_closes if since <= moment <= until]
 
     def after_close(at: float) -> bool:
@@ -425,8 +425,7 @@ def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: lis
         covered, reach = covered + max(end - start, 0.0), max(reach, end)
     between = max(seconds - covered, 1e-9)
     rates["mass_rollovers"] = len(closes)
-    for name, (key, _) in keys.items():
-        own = [e for e in entries if e.get("key_id") == key]
+    for name, own in calls.items():
         near = sum(1 for e in own if after_close(e["at"]))
         rates[f"{name}_per_rollover"] = round(near / len(closes), 2) if closes else None
         rates[f"{name}_per_10s_between_rollovers"] = round((len(own) - near) / between * 10, 2)

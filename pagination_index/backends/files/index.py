@@ -510,7 +510,7 @@ class FileIndex(NetWriteIndex):
         place; the packed layout (members that are not uuids: never a table's) keeps a set."""
         header, problems = base.header, []
         crc, previous, out_of_order = 0, None, False
-        uuid_members, other_members, count = [], set(), 0
+        uuid_members, other_members = [], set()
         for first in range(0, header.count, CHECK_CHUNK):
             data = base.read_records(first, min(CHECK_CHUNK, header.count - first))
             crc = zlib.crc32(data, crc)
@@ -520,7 +520,6 @@ class FileIndex(NetWriteIndex):
                 previous = key
                 if header.layout != fmt.UUID24:
                     other_members.add(key[1])
-                    count += 1
             if header.layout == fmt.UUID24:
                 uuid_members.append(np.frombuffer(data, dtype=UUID_RECORD)["m"].copy())
         if crc != header.records_crc:
@@ -533,7 +532,7 @@ class FileIndex(NetWriteIndex):
             members.sort(order=["hi", "lo"])
             repeated = bool(np.any(members[1:] == members[:-1]))
         else:
-            repeated = len(other_members) != count
+            repeated = len(other_members) != header.count
         if repeated:
             problems.append(f"generation {header.generation}: a member appears twice")
         return problems
