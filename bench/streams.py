@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.streams [--writes N] [--max-shards S] [--rollover-seconds T] [--rate R]
         [--backend relational|redis|files|dynamodb] [--kills K] [--lease-seconds L] [--skip-lambda] [--smoke]
+        [--keep DIR]
 
 DynamoDB Local behind the strict endpoint with its emulated stream (stack/strict_endpoint/streams.py):
 shards roll over every T seconds, the stream grows from 1 to 8 shards and then to S, 30% of GetRecords
@@ -13,7 +14,8 @@ changes 15%, moves to another product 10%) over 12 products.
    active one is SIGKILLed K times (default 2) while the writes go on and started again. Measured:
    apply lag of sampled inserts (written -> present in the index, p50/p99; and without the samples a
    kill or a mass roll-over held up), records per second, DescribeStream calls per consumer per 10 s in
-   the steady part (after the last split), then `verify_index` as the consumers were stopped, a
+   the steady part (after the last split; the listings just after a mass roll-over or a restart
+   counted apart), then `verify_index` as the consumers were stopped, a
    drain (`sync_index --once`, roll-overs stopped) of what they had not applied, `verify_index`
    again (clean or not: a write missing now is lost, not late) and the stale marks.
 2. Lambda: the same write mix through `stack/lambda_driver.py` (8 shards, one invocation per shard at
@@ -27,12 +29,18 @@ The index is `--backend`'s (default relational): relational on PostgreSQL when i
 its table); redis on the machine's Redis under a key prefix of the run's own; files in the run's
 folder; dynamodb in a table of the run's own beside the comments (lag read through the index's
 public API: at(count_newer(entry)) is the entry). Figures are printed and
-saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average.
+saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average. With --keep
+DIR the run's working files stay in DIR for a look at the tail: the consumers' and the endpoint's
+logs (run with LOG_LEVEL=DEBUG LOG_FORMAT=json for every poll's and batch's timing), `lags.json`
+(each sampled insert's write time and lag, the kills and the mass roll-overs) and `describes.json`
+(every DescribeStream call the endpoint logged).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
 import os
 import random
 import signal
@@ -64,6 +72,8 @@ def parse_args(argv=None):
                         help="SIGKILLs of the active consumer during the writes (default 2; 0 for the apply lag alone)")
     parser.add_argument("--lease-seconds", type=float, default=5.0,
                         help="SYNC_INDEX_LEASE_SECONDS of the consumers: how soon the standby takes a dead one's shards")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the run's logs, lags.json and describes.json in DIR (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.writes, args.max_shards, args.rollover_seconds, args.rate = 600, 12, 5.0, 100.0
@@ -76,7 +86,10 @@ def main(argv=None) -> int:
     from stack.dynamodb_local import DynamoDBLocal
     from stack.strict_endpoint import StrictEndpoint
 
-    with tempfile.TemporaryDirectory() as tmp_name, DynamoDBLocal() as dynamodb:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()) as tmp_name, \
+            DynamoDBLocal() as dynamodb:
         tmp = Path(tmp_name)
         config = {"creating_seconds": 0, "streams": {
             "class": "stack.strict_endpoint.streams.EmulatedStreams",
@@ -340,7 +353,8 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     watcher.stop.set()
     topology.stop.set()
     ended = time.time()
-    describes = _describe_rates(endpoint, keys, state["steady_from"] or written, ended, topology.mass_closes)
+    describes = _describe_rates(endpoint, keys, state["steady_from"] or written, ended, topology.mass_closes,
+                                state["kills"], keep=tmp if args.keep else None)
     for process in consumers.values():
         process.send_signal(signal.SIGTERM)
     for process in consumers.values():
@@ -363,6 +377,10 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     from pagination_index.models import StaleGroup
 
     lags = sorted(watcher.lags.values())
+    if args.keep:
+        (tmp / "lags.json").write_text(json.dumps({
+            "started": started, "kills": state["kills"], "mass_closes": topology.mass_closes,
+            "samples": [{"written": writer.written[pk], "lag": lag} for pk, lag in watcher.lags.items()]}))
     # The samples a SIGKILL held up: waiting to be applied when it came, or written from then until
     # its shards are surely taken over (the lease, a poll and a start-up's worth); against all the
     # others: what the SIGKILLs cost, apart from the rest.
@@ -405,31 +423,44 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     }
 
 
-def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: list[float] = ()) -> dict:
+def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: list[float] = (),
+                    restarts: list[float] = (), keep: Path | None = None) -> dict:
     """DescribeStream calls per 10 s of each consumer over the steady part; and apart: the calls in
     the ROLLOVER_WINDOW seconds after each mass roll-over (the listings that find the new shards,
-    per roll-over) and the rate between roll-overs (the map's periodic refresh and child look-ups),
-    which is what a stream rolling a shard over every 4 hours, as AWS's does, would see."""
-    entries = [e for e in endpoint.requests() if e.get("operation") == "DescribeStream" and since <= e["at"] <= until]
+    per roll-over; from a second before it, as a consumer may meet the new shards before the
+    watcher's next look) and after each restart of a killed consumer (its first listing), and the
+    rate between them (the map's periodic refresh and child look-ups), which is what a stream
+    rolling a shard over every 4 hours, as AWS's does, would see."""
+    logged = [e for e in endpoint.requests() if e.get("operation") == "DescribeStream"]
+    if keep:
+        (keep / "describes.json").write_text(json.dumps({"keys": keys, "since": since, "until": until,
+                                                         "mass_closes": list(mass_closes), "restarts": list(restarts),
+                                                         "calls": logged}, default=str))
+    entries = [e for e in logged if since <= e["at"] <= until]
     calls = {name: [e for e in entries if e.get("key_id") == key] for name, (key, _) in keys.items()}
     seconds = max(until - since, 1e-9)
     rates = {name: round(len(own) / seconds * 10, 2) for name, own in calls.items()} | {"seconds_observed": round(seconds, 1)}
-    closes = [moment for moment in mass_closes if since <= moment <= until]
+    closes = [moment for moment in mass_closes if since - ROLLOVER_WINDOW <= moment <= until]
+    kills = [moment for moment in restarts if since - ROLLOVER_WINDOW <= moment <= until]
+    windows = sorted([(moment - 1.0, moment + ROLLOVER_WINDOW) for moment in closes]
+                     + [(moment, moment + ROLLOVER_WINDOW) for moment in kills])
 
-    def after_close(at: float) -> bool:
-        return any(moment <= at <= moment + ROLLOVER_WINDOW for moment in closes)
+    def near(at: float, moments: list[float], before: float) -> bool:
+        return any(moment - before <= at <= moment + ROLLOVER_WINDOW for moment in moments)
 
     covered, reach = 0.0, since
-    for moment in sorted(closes):  # the union of the windows (they overlap when roll-overs come faster)
-        start, end = max(moment, reach), min(moment + ROLLOVER_WINDOW, until)
+    for low, high in windows:  # the union of the windows within the steady part (they may overlap)
+        start, end = max(low, reach), min(high, until)
         covered, reach = covered + max(end - start, 0.0), max(reach, end)
     between = max(seconds - covered, 1e-9)
-    rates["mass_rollovers"] = len(closes)
+    rates["mass_rollovers"], rates["restarts"] = len(closes), len(kills)
     for name, own in calls.items():
-        near = sum(1 for e in own if after_close(e["at"]))
-        rates[f"{name}_per_rollover"] = round(near / len(closes), 2) if closes else None
-        rates[f"{name}_per_10s_between_rollovers"] = round((len(own) - near) / between * 10, 2)
-    rates["seconds_between_rollovers"] = round(between, 1)
+        at_rollovers = sum(1 for e in own if near(e["at"], closes, 1.0))
+        at_restarts = sum(1 for e in own if near(e["at"], kills, 0.0) and not near(e["at"], closes, 1.0))
+        rates[f"{name}_per_rollover"] = round(at_rollovers / len(closes), 2) if closes else None
+        rates[f"{name}_per_restart"] = round(at_restarts / len(kills), 2) if kills else None
+        rates[f"{name}_per_10s_between_rollovers_and_restarts"] = round((len(own) - at_rollovers - at_restarts) / between * 10, 2)
+    rates["seconds_between_rollovers_and_restarts"] = round(between, 1)
     return rates
 
 

@@ -146,14 +146,18 @@ class StreamConsumer:
     # asking only for a finished shard's children (ShardFilter CHILD_SHARDS); GetRecords is limited
     # to 5 calls a second per shard, so one shard is read at most every `pacing` seconds.
     map_refresh_seconds = (30.0, 60.0)
-    listing_call_seconds = 10.0
+    # A full listing spends at most one call per this many seconds however many pages it takes: with
+    # the child look-ups of shards that close, a consumer stays under one DescribeStream call per 10 s.
+    listing_call_seconds = 15.0
     pacing = 0.2
     # GetRecords calls one shard may make per poll before the others get their turn.
     shard_budget = 10
     # Following, a poll goes on this long: a shard whose turn ended at its current end is read again
     # every poll interval meanwhile, so a record waits for its own shard's next read, not for a
-    # pass over every shard (at 120 shards a pass takes seconds). Then the poll ends, and the next
-    # one starts with fresh checkpoints, leases and listing.
+    # pass over every shard (at 120 shards a pass takes seconds). When the readers cannot read every
+    # shard that often, revisits wait in the order they fell due, so every shard's interval stretches
+    # alike (a shard left out until the next poll was the tail of the apply lag). Then the poll ends,
+    # and the next one starts with fresh checkpoints, leases and listing.
     poll_span = 5.0
     # An open shard may answer empty pages before its records: read on through this many in a row
     # (one, for a shard whose last turn already ended on empty pages).
@@ -452,7 +456,7 @@ class StreamConsumer:
                         elif turn.checkpoint.finished:  # gone from the stream (settled in _take)
                             finish(turn.checkpoint.shard_id)
                         elif (turn.paused and not turn.lease_lost and not result.listing_due
-                              and time.monotonic() < span_until and not self._behind(paced, revisit)):
+                              and time.monotonic() < span_until):
                             # A new turn of the same shard, read again after `revisit` if it was at its end.
                             wait_for = revisit if turn.paused == "caught up" else 0.0
                             turn.calls, turn.empties, turn.delivered, turn.paused = 0, 0, False, ""
@@ -476,12 +480,6 @@ class StreamConsumer:
             result.ops += batch.ops
             if batch.finished:
                 self._finish(batch.checkpoint.shard_id)
-
-    @staticmethod
-    def _behind(paced: list, revisit: float) -> bool:
-        """The readers are a revisit interval behind the reads due: they cannot keep every shard
-        read that often, so the poll ends and the next pass takes each shard once, in turn."""
-        return bool(paced) and time.monotonic() - paced[0][0] > revisit
 
     def _schedule(self, turn: Turn, paced: list, running: dict, pool, not_before: float = float("-inf")) -> None:
         """Fetch a turn's next page now, or once its shard's pacing allows (AWS: 5 GetRecords a
