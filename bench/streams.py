@@ -32,8 +32,8 @@ public API: at(count_newer(entry)) is the entry). Figures are printed and
 saved to bench/results/streams[-smoke]-<UTC time>.json with the machine's load average. With --keep
 DIR the run's working files stay in DIR for a look at the tail: the consumers' and the endpoint's
 logs (run with LOG_LEVEL=DEBUG LOG_FORMAT=json for every poll's and batch's timing), `lags.json`
-(each sampled insert's write time and lag, the kills and the mass roll-overs) and `describes.json`
-(every DescribeStream call the endpoint logged).
+(each sampled insert's write time and lag, the kills and the mass roll-overs) and `stream_calls.json`
+(every DynamoDB Streams call the endpoint logged: when, which consumer, the answer, how long it took).
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def parse_args(argv=None):
     parser.add_argument("--lease-seconds", type=float, default=5.0,
                         help="SYNC_INDEX_LEASE_SECONDS of the consumers: how soon the standby takes a dead one's shards")
     parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="keep the run's logs, lags.json and describes.json in DIR (default: a temporary folder)")
+                        help="keep the run's logs, lags.json and stream_calls.json in DIR (default: a temporary folder)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.writes, args.max_shards, args.rollover_seconds, args.rate = 600, 12, 5.0, 100.0
@@ -431,11 +431,14 @@ def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: lis
     watcher's next look) and after each restart of a killed consumer (its first listing), and the
     rate between them (the map's periodic refresh and child look-ups), which is what a stream
     rolling a shard over every 4 hours, as AWS's does, would see."""
-    logged = [e for e in endpoint.requests() if e.get("operation") == "DescribeStream"]
-    if keep:
-        (keep / "describes.json").write_text(json.dumps({"keys": keys, "since": since, "until": until,
-                                                         "mass_closes": list(mass_closes), "restarts": list(restarts),
-                                                         "calls": logged}, default=str))
+    requests = endpoint.requests()
+    logged = [e for e in requests if e.get("operation") == "DescribeStream"]
+    if keep:  # every stream call, for a look at what the consumers did and how long each call took
+        calls = [{k: e.get(k) for k in ("at", "operation", "key_id", "status", "error", "duration_ms")}
+                 for e in requests if e.get("service") == "streams"]
+        (keep / "stream_calls.json").write_text(json.dumps({"keys": keys, "since": since, "until": until,
+                                                            "mass_closes": list(mass_closes),
+                                                            "restarts": list(restarts), "calls": calls}))
     entries = [e for e in logged if since <= e["at"] <= until]
     calls = {name: [e for e in entries if e.get("key_id") == key] for name, (key, _) in keys.items()}
     seconds = max(until - since, 1e-9)
