@@ -13,7 +13,7 @@ changes 15%, moves to another product 10%) over 12 products.
    own so the endpoint's log tells their calls apart, leases of L seconds) follow the stream; the
    active one is SIGKILLed K times (default 2) while the writes go on and started again. Measured:
    apply lag of sampled inserts (written -> present in the index, p50/p99; and without the samples a
-   kill or a mass roll-over held up), records per second, DescribeStream calls per consumer per 10 s in
+   kill or a mass roll-over held up), records per second, the consumers' CPU per write, DescribeStream calls per consumer per 10 s in
    the steady part (after the last split; the listings just after a mass roll-over or a restart
    counted apart), then `verify_index` as the consumers were stopped, a
    drain (`sync_index --once`, roll-overs stopped) of what they had not applied, `verify_index`
@@ -322,7 +322,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     consumers["standby"] = start("standby")
     phases = {int(args.writes * 0.15): 8, int(args.writes * 0.4): args.max_shards}
     kills = {int(args.writes * (n + 1) / (args.kills + 1)) for n in range(args.kills)}
-    state = {"steady_from": None, "killed": 0, "kills": []}
+    state = {"steady_from": None, "killed": 0, "kills": [], "cpu_seconds": 0.0}
 
     def on_progress(done):
         if done in phases:
@@ -330,6 +330,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
             if phases[done] == args.max_shards:
                 state["steady_from"] = time.time() + 5
         if done in kills:
+            state["cpu_seconds"] += _cpu_seconds(consumers["active"].pid)
             consumers["active"].send_signal(signal.SIGKILL)
             consumers["active"].wait()
             state["killed"] += 1
@@ -355,6 +356,7 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     ended = time.time()
     describes = _describe_rates(endpoint, keys, state["steady_from"] or written, ended, topology.mass_closes,
                                 state["kills"], keep=tmp if args.keep else None)
+    cpu_seconds = state["cpu_seconds"] + sum(_cpu_seconds(process.pid) for process in consumers.values())
     for process in consumers.values():
         process.send_signal(signal.SIGTERM)
     for process in consumers.values():
@@ -414,6 +416,10 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
             "mass_closes": len(topology.mass_closes)},
         "records_per_second": round(writer.done / max(caught_up - started, 1e-9), 1),
         "sigkills": state["killed"], "stream": status,
+        # Both consumers' CPU (every incarnation of the active one) from their start to the stop,
+        # per write made: what following the stream costs, the standby's polls included.
+        "consumers_cpu_seconds": round(cpu_seconds, 1),
+        "consumers_cpu_ms_per_write": round(cpu_seconds * 1000 / max(writer.done, 1), 3),
         "describe_stream_per_10s_steady": describes,
         "verify_when_stopped": stopped.stdout.strip().splitlines()[-3:],
         "drain": {"returncode": drained.returncode, "seconds": round(drain_seconds, 1)},
@@ -421,6 +427,15 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
         "verify_output": verify.stdout.strip().splitlines()[-3:],
         "stale_marks": list(StaleGroup.objects.values_list("group", flat=True)),
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a running process so far (/proc/<pid>/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: list[float] = (),
