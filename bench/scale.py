@@ -5,6 +5,8 @@ index backend through rebuild_index itself, then verified, read and written.
     python -m bench.scale --sizes 100000,1000000        # peak RSS of rebuild/verify at each size
     python -m bench.scale --sizes 1000000 --backends files
     python -m bench.scale --catalogue-only             # the catalogue of 100,000 products alone
+    python -m bench.scale --sizes 6000000 --largest 5000000 --backends files
+                                                        # one product of 5,000,000 comments, the rest small
 
 The table is a source of the bench's own (SyntheticSource): each product's comments are generated
 newest first from a seed, so the index is loaded through the same path as production
@@ -42,11 +44,11 @@ BASE_MICROS = 1_700_000_000_000_000
 READERS, READS, SMOKE_READS = 16, 400, 50
 
 
-def product_sizes(total: int) -> list[int]:
+def product_sizes(total: int, largest: int | None = None) -> list[int]:
     """Zipf-like sizes s_k = top * k**-a, clipped to [MIN_SIZE, top], summing to about `total`:
-    top is 5 % of the total up to 5,000,000 (reached from 100,000,000 comments), products one per
-    2,500 comments as in the seeds (~200,000 at 500,000,000) and a is solved for."""
-    top = max(10 * MIN_SIZE, min(MAX_SIZE, total // 20))
+    top is 5 % of the total up to 5,000,000 (reached from 100,000,000 comments), or `largest`,
+    products one per 2,500 comments as in the seeds (~200,000 at 500,000,000) and a is solved for."""
+    top = largest or max(10 * MIN_SIZE, min(MAX_SIZE, total // 20))
     products = max(total // 2_500, 3 * total // top)
 
     def sizes(a: float) -> list[int]:
@@ -60,6 +62,11 @@ def product_sizes(total: int) -> list[int]:
         else:
             high = middle
     return sizes(high)
+
+
+def env_sizes() -> list[int]:
+    """The product sizes of the run, in the processes measure() starts."""
+    return product_sizes(int(os.environ["BENCH_SCALE_TOTAL"]), int(os.environ.get("BENCH_SCALE_LARGEST") or 0) or None)
 
 
 def comments(sku: str, size: int):
@@ -83,7 +90,7 @@ class SyntheticSource(BaseSource):
 
     def __init__(self, options=None):
         super().__init__(options)
-        self.sizes = dict(enumerate(product_sizes(int(os.environ["BENCH_SCALE_TOTAL"]))))
+        self.sizes = dict(enumerate(env_sizes()))
 
     def sku(self, number: int) -> str:
         return f"P{number:07d}"
@@ -151,10 +158,10 @@ import json, os, random, statistics, sys, threading, time, bisect
 import django
 django.setup()
 from pagination_index import get_index
-from bench.scale import product_sizes, READERS
+from bench.scale import env_sizes, READERS
 READS = int(os.environ["BENCH_SCALE_READS"])
 index = get_index()
-sizes = product_sizes(int(os.environ["BENCH_SCALE_TOTAL"]))
+sizes = env_sizes()
 starts = [0]
 for size in sizes:
     starts.append(starts[-1] + size)
@@ -258,12 +265,12 @@ def used_memory(port: int) -> int:
     return redis.Redis(port=port).info("memory")["used_memory"]
 
 
-def measure(backend: str, total: int, folder: Path, reads: int) -> dict:
+def measure(backend: str, total: int, folder: Path, reads: int, largest: int | None = None) -> dict:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-scale-not-secret",
            "SHOP_VAR_DIR": str(folder), "PAGINATION_INDEX_BACKEND": backend,
            "PAGINATION_INDEX_SOURCE": "bench.scale.SyntheticSource", "BENCH_SCALE_TOTAL": str(total),
            "PAGINATION_INDEX_PATH": str(folder / "index"), "REBUILD_SETTLE_SECONDS": "0", "LOG_LEVEL": "WARNING",
-           "BENCH_SCALE_READS": str(reads)}
+           "BENCH_SCALE_READS": str(reads), "BENCH_SCALE_LARGEST": str(largest or "")}
     redis_server = None
     if backend == "redis":
         redis_server = start_redis(folder)
@@ -272,7 +279,7 @@ def measure(backend: str, total: int, folder: Path, reads: int) -> dict:
         run_child(CHILD, ["migrate"], env)
         before = used_memory(redis_server.port) if redis_server else 0
         rebuild = run_child(CHILD, ["rebuild_index"], env)
-        index_entries = 2 * sum(product_sizes(total))  # each comment: its product's group and one rating group
+        index_entries = 2 * sum(product_sizes(total, largest))  # each comment: its product's group and one rating group
         if backend == "files":
             size = sum(path.stat().st_size for path in (folder / "index").rglob("*") if path.is_file())
         elif backend == "relational":
@@ -286,8 +293,9 @@ def measure(backend: str, total: int, folder: Path, reads: int) -> dict:
             redis_server.process.kill()
             redis_server.process.wait()
     return {
-        "backend": backend, "comments": sum(product_sizes(total)), "products": len(product_sizes(total)),
-        "largest_product": max(product_sizes(total)), "index_entries": index_entries,
+        "backend": backend, "comments": sum(product_sizes(total, largest)),
+        "products": len(product_sizes(total, largest)), "largest_product": max(product_sizes(total, largest)),
+        "index_entries": index_entries,
         "rebuild": {**rebuild, "entries_per_second": index_entries / rebuild["seconds"]},
         "bytes_per_entry": size / index_entries, "reads": timings,
         "verify": {**verify, "entries_per_second": index_entries / verify["seconds"]},
@@ -299,6 +307,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--sizes", help="comma-separated comment totals")
     parser.add_argument("--backends", default=",".join(BACKENDS))
+    parser.add_argument("--largest", type=int, help="comments of the largest product (default: 5%% of the size, "
+                        "at most 5,000,000)")
     parser.add_argument("--catalogue", type=int, help="products in the catalogue timing (default 100,000; smoke 2,000)")
     parser.add_argument("--catalogue-only", action="store_true", help="only the catalogue timing, no backend")
     args = parser.parse_args()
@@ -312,7 +322,7 @@ def main() -> None:
         for backend in args.backends.split(","):
             folder = Path(tempfile.mkdtemp(prefix=f"bench-scale-{backend}-"))
             try:
-                results.append(measure(backend, total, folder, SMOKE_READS if args.smoke else READS))
+                results.append(measure(backend, total, folder, SMOKE_READS if args.smoke else READS, args.largest))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             print(f"{backend} at {total:,} comments: done (load {os.getloadavg()[0]:.1f})", flush=True)
@@ -329,7 +339,7 @@ def main() -> None:
     print(f"catalogue of {pages['products']:,} products: " + ", ".join(
         f"{name} {value:.1f}" for name, value in pages.items() if name != "products"))
     path = write_json("scale", args.smoke, when, {
-        "machine": machine_info({}, load_at_start, "shared machine: 2 cores, several helpers' tests running; "
+        "machine": machine_info({}, load_at_start, "shared machine: 2 cores (the load averages say how busy); "
                                 "16 reader threads in one Python process (the GIL serialises them)"),
         "results": results,
         "catalogue": pages,
