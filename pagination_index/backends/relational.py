@@ -578,6 +578,23 @@ class RelationalIndex(PlainRelationalIndex):
         top = [((sort_key, member), count) for *_, sort_key, member, count in rows if sort_key is not None]
         return state, top
 
+    def at(self, group: str, rank: int) -> Entry | None:
+        """PostgreSQL: one statement, pagination_index_locate() (migration 0008), which walks the
+        blocks on the server in one snapshot. Anything it cannot answer (no such rank, a group
+        without blocks yet, counts caught out of step) goes the general way, range()."""
+        if rank < 0:
+            return None
+        if self._set_based:
+            with connections[self.using].cursor() as cursor:
+                cursor.execute("SELECT sort_key, member FROM pagination_index_locate(%s, %s)", [group, rank])
+                row = cursor.fetchone()
+            if row is None:  # no such group
+                return None
+            if row[0] is not None:
+                return row[1], row[0]
+        found = self.range(group, rank, rank + 1)
+        return found[0] if found else None
+
     def range(self, group: str, start: int, stop: int) -> list[Entry]:
         """Reads take no lock: they are retried while writes to the group commit underneath them
         (its version moves), and done under the group's lock if writes keep coming."""

@@ -203,17 +203,26 @@ def test_replace_stores_a_group_in_index_order_on_postgresql(postgres_database):
 @pytest.mark.django_db(databases="__all__")
 def test_a_read_of_a_group_not_seen_before_is_two_statements_on_postgresql(postgres_database):
     """The group's row and its top level blocks come in one statement (LATERAL) even for a group
-    this index object has never read: at() of a one-level group is that and the entry read."""
+    this index object has never read: a one-entry range() of a one-level group is that and the
+    entry read; at() is one statement at any depth (pagination_index_locate, migration 0008)."""
     from django.test.utils import CaptureQueriesContext
 
+    RelationalIndex(dict(DATABASE=postgres_database, BLOCK_SIZE=8, FANOUT=3)).replace("deep", entries(1500))
     RelationalIndex(dict(DATABASE=postgres_database)).replace("g", entries(1500))
     expected = newest_first(entries(1500))
     for rank in (0, 700, 1499):
         fresh = RelationalIndex(dict(DATABASE=postgres_database))
         with CaptureQueriesContext(connections[postgres_database]) as queries:
-            assert fresh.at("g", rank) == expected[rank]
+            assert fresh.range("g", rank, rank + 1) == [expected[rank]]
         assert len(queries) == 2, [query["sql"] for query in queries]
+        for group in ("g", "deep"):
+            with CaptureQueriesContext(connections[postgres_database]) as queries:
+                assert fresh.at(group, rank) == expected[rank]
+            assert [query["sql"] for query in queries] == [
+                f"SELECT sort_key, member FROM pagination_index_locate('{group}', {rank})"]
+    assert RelationalIndex(dict(DATABASE=postgres_database, BLOCK_SIZE=8, FANOUT=3))._state("deep")[0].levels >= 3
     assert fresh.at("missing", 0) is None
+    assert fresh.at("g", 1500) is None and fresh.at("g", -1) is None
 
 
 @pytest.mark.django_db(databases="__all__")
