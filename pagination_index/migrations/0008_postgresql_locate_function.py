@@ -4,20 +4,20 @@ BlockTree.locate) in one statement.
 From Python the walk costs a statement per level plus one for the entry: three round trips for a
 group of a few thousand to a few million entries, each with its client-side CPU (a cProfile of
 `at()` on a 300,000-entry group: about 490 us of the reader's CPU, 160 per statement). The function
-makes the same choices, level by level, on the server, and reads everything in one snapshot, so the
-group's version it returns is the one its blocks and entry were read at.
+makes the same choices, level by level, on the server, and reads everything in one snapshot, so no
+version check is needed: its blocks and entry are of one state of the group.
 
 Each level's and the entry's query is built with its bounds (a bound that is absent is left out,
 as BlockTree._between does, so each is planned with its own range and index) and run with EXECUTE
-... USING. Returns one row (version, sort_key, member); sort_key is NULL when the counts are out of
-step with the entries (the caller retries, as with BlockTree.locate), no row when the group does
-not exist.
+... USING. Returns one row (sort_key, member); sort_key is NULL when it cannot answer (no such
+rank, a group without blocks yet, counts out of step with the entries: the caller takes the Python
+walk, which retries), no row when the group does not exist.
 """
 from django.db import migrations
 
 FUNCTION = r"""
 CREATE OR REPLACE FUNCTION pagination_index_locate(wanted_group varchar, wanted_rank bigint)
-RETURNS TABLE (version bigint, sort_key varchar, member varchar)
+RETURNS TABLE (sort_key varchar, member varchar)
 LANGUAGE plpgsql STABLE AS $body$
 DECLARE
     group_id bigint;
@@ -38,7 +38,7 @@ DECLARE
     found_sort varchar;
     found_member varchar;
 BEGIN
-    SELECT g.id, g.count, g.levels, g.version INTO group_id, total, levels, version
+    SELECT g.id, g.count, g.levels INTO group_id, total, levels
         FROM pagination_index_indexgroup g WHERE g.name = wanted_group;
     IF group_id IS NULL THEN
         RETURN;
