@@ -266,6 +266,7 @@ def used_memory(port: int) -> int:
 
 
 def measure(backend: str, total: int, folder: Path, reads: int, largest: int | None = None) -> dict:
+    sizes = product_sizes(total, largest)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-scale-not-secret",
            "SHOP_VAR_DIR": str(folder), "PAGINATION_INDEX_BACKEND": backend,
            "PAGINATION_INDEX_SOURCE": "bench.scale.SyntheticSource", "BENCH_SCALE_TOTAL": str(total),
@@ -279,7 +280,7 @@ def measure(backend: str, total: int, folder: Path, reads: int, largest: int | N
         run_child(CHILD, ["migrate"], env)
         before = used_memory(redis_server.port) if redis_server else 0
         rebuild = run_child(CHILD, ["rebuild_index"], env)
-        index_entries = 2 * sum(product_sizes(total, largest))  # each comment: its product's group and one rating group
+        index_entries = 2 * sum(sizes)  # each comment: its product's group and one rating group
         if backend == "files":
             size = sum(path.stat().st_size for path in (folder / "index").rglob("*") if path.is_file())
         elif backend == "relational":
@@ -293,8 +294,7 @@ def measure(backend: str, total: int, folder: Path, reads: int, largest: int | N
             redis_server.process.kill()
             redis_server.process.wait()
     return {
-        "backend": backend, "comments": sum(product_sizes(total, largest)),
-        "products": len(product_sizes(total, largest)), "largest_product": max(product_sizes(total, largest)),
+        "backend": backend, "comments": sum(sizes), "products": len(sizes), "largest_product": max(sizes),
         "index_entries": index_entries,
         "rebuild": {**rebuild, "entries_per_second": index_entries / rebuild["seconds"]},
         "bytes_per_entry": size / index_entries, "reads": timings,

@@ -354,8 +354,9 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
     watcher.stop.set()
     topology.stop.set()
     ended = time.time()
-    describes = _describe_rates(endpoint, keys, state["steady_from"] or written, ended, topology.mass_closes,
-                                state["kills"], keep=tmp if args.keep else None)
+    requests = endpoint.requests()
+    describes = _describe_rates(requests, keys, state["steady_from"] or written, ended, topology.mass_closes,
+                                state["kills"])
     cpu_seconds = state["cpu_seconds"] + sum(_cpu_seconds(process.pid) for process in consumers.values())
     for process in consumers.values():
         process.send_signal(signal.SIGTERM)
@@ -383,6 +384,11 @@ def run_sync(args, endpoint, env, tmp: Path) -> dict:
         (tmp / "lags.json").write_text(json.dumps({
             "started": started, "kills": state["kills"], "mass_closes": topology.mass_closes,
             "samples": [{"written": writer.written[pk], "lag": lag} for pk, lag in watcher.lags.items()]}))
+        # Every stream call, for a look at what the consumers did and how long each call took.
+        (tmp / "stream_calls.json").write_text(json.dumps({
+            "keys": keys, "steady_from": state["steady_from"] or written, "until": ended, "calls": [
+            {k: e.get(k) for k in ("at", "operation", "key_id", "status", "error", "duration_ms")}
+            for e in requests if e.get("service") == "streams"]}))
     # The samples a SIGKILL held up: waiting to be applied when it came, or written from then until
     # its shards are surely taken over (the lease, a poll and a start-up's worth); against all the
     # others: what the SIGKILLs cost, apart from the rest.
@@ -438,23 +444,15 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _describe_rates(endpoint, keys, since: float, until: float, mass_closes: list[float] = (),
-                    restarts: list[float] = (), keep: Path | None = None) -> dict:
+def _describe_rates(requests: list[dict], keys, since: float, until: float, mass_closes: list[float] = (),
+                    restarts: list[float] = ()) -> dict:
     """DescribeStream calls per 10 s of each consumer over the steady part; and apart: the calls in
     the ROLLOVER_WINDOW seconds after each mass roll-over (the listings that find the new shards,
     per roll-over; from a second before it, as a consumer may meet the new shards before the
     watcher's next look) and after each restart of a killed consumer (its first listing), and the
     rate between them (the map's periodic refresh and child look-ups), which is what a stream
     rolling a shard over every 4 hours, as AWS's does, would see."""
-    requests = endpoint.requests()
-    logged = [e for e in requests if e.get("operation") == "DescribeStream"]
-    if keep:  # every stream call, for a look at what the consumers did and how long each call took
-        calls = [{k: e.get(k) for k in ("at", "operation", "key_id", "status", "error", "duration_ms")}
-                 for e in requests if e.get("service") == "streams"]
-        (keep / "stream_calls.json").write_text(json.dumps({"keys": keys, "since": since, "until": until,
-                                                            "mass_closes": list(mass_closes),
-                                                            "restarts": list(restarts), "calls": calls}))
-    entries = [e for e in logged if since <= e["at"] <= until]
+    entries = [e for e in requests if e.get("operation") == "DescribeStream" and since <= e["at"] <= until]
     calls = {name: [e for e in entries if e.get("key_id") == key] for name, (key, _) in keys.items()}
     seconds = max(until - since, 1e-9)
     rates = {name: round(len(own) / seconds * 10, 2) for name, own in calls.items()} | {"seconds_observed": round(seconds, 1)}
