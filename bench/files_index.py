@@ -15,7 +15,8 @@ apply rate.
 - replace() memory: a group of 5,000,000 entries (the seeds' largest product; smoke 200,000) built
   from a generator in a process of its own, peak RSS and time: in random order ("chunks") and newest
   first as a rebuild gives them ("ordered"), against the build before this round (the whole group as
-  a dict of its texts, then sorted: "dict") in the same run
+  a dict of its texts, then sorted: "dict") in the same run; then check_integrity() of the ordered
+  one (verify_index's check of each group), peak RSS and time
 """
 from __future__ import annotations
 
@@ -58,7 +59,6 @@ print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(
 
 REPLACER = """
 import json, random, sys, time, uuid
-import numpy as np
 from pagination_index import micros_sort_key
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.files import format as fmt
@@ -77,14 +77,27 @@ wall, cpu = time.perf_counter(), time.process_time()
 if how in ("chunks", "ordered"):
     index.replace("g", stream())
 else:  # the build before this round: the group as a dict of its texts, sorted by numpy
-    latest = dict(stream())
-    records = memoryview(fmt.uuid_records(latest).view(np.uint8))
-    with index._locked("g"):
-        index._publish("g", index._view("g"), fmt.UUID24, 24, len(latest), [records])
+    index.replace_records("g", fmt.uuid_records(dict(stream())))
 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
 assert index.count("g") == count
 print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(),
                   "peak_rss_before_mib": before}))
+"""
+
+# check_integrity() of the group REPLACER built ("ordered"): what verify_index runs for each group.
+CHECKER = """
+import json, sys, time
+from pagination_index.backends.files import FileIndex
+def peak_mib():
+    line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+index = FileIndex({"PATH": sys.argv[1]})
+before = peak_mib()
+wall, cpu = time.perf_counter(), time.process_time()
+problems = index.check_integrity("g")
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+assert problems == [], problems
+print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(), "peak_rss_before_mib": before}))
 """
 
 
@@ -189,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
             out(f"replace() of {replace_size:,} entries from a generator, {how}: {figures['seconds']:.1f} s "
                 f"({figures['cpu_seconds']:.1f} s CPU, the generator included), peak RSS "
                 f"{figures['peak_rss_mib']:.0f} MiB ({figures['peak_rss_before_mib']:.0f} before)")
+        done = subprocess.run([sys.executable, "-c", CHECKER, str(Path(tmp) / "replace-ordered")],
+                              capture_output=True, text=True, check=True)
+        figures = report["check_memory"] = {"entries": replace_size, **json.loads(done.stdout)}
+        out(f"check_integrity() of that group (verify_index's per-group check): {figures['seconds']:.1f} s "
+            f"({figures['cpu_seconds']:.1f} s CPU), peak RSS {figures['peak_rss_mib']:.0f} MiB "
+            f"({figures['peak_rss_before_mib']:.0f} before)")
 
         if not args.no_s3:
             report["at_s3"] = s3_reads(Path(tmp), size, min(rounds, 200), out)

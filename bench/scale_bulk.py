@@ -49,7 +49,6 @@ servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import shutil

@@ -19,7 +19,7 @@ from pagination_index.backends.base import Add, Remove, newest_first
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.files import format as fmt
 from pagination_index.backends.files import log as wal
-from pagination_index.backends.files.storage import LocalStorage
+from pagination_index.backends.files.storage import GenerationFile, LocalStorage
 from tests.pagination_index.contract import sk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,21 +84,49 @@ def test_replace_reads_uuid_entries_a_chunk_at_a_time_and_the_last_of_a_member_w
 
 def test_a_stream_already_in_index_order_is_taken_as_it_comes_and_any_slip_is_sorted(index, monkeypatch):
     """A rebuild's stream (newest first, equal keys by member descending) is written as its chunks
-    came; chunks out of order are sorted into one."""
+    came, never held whole; chunks out of order are read back and sorted."""
     monkeypatch.setattr("pagination_index.backends.files.index.REPLACE_CHUNK", 64)
+    sorted_whole, sort = [], fmt.sort_uuid_records
+
+    def counted_sort(records):
+        sorted_whole.append(len(records))
+        return sort(records)
+
+    monkeypatch.setattr(fmt, "sort_uuid_records", counted_sort)
     rng = random.Random(8)
     ordered = newest_first([(uuid_member(rng), sk(rng.randrange(300))) for _ in range(700)])  # many equal keys
-    records = fmt.uuid_records(dict(ordered))
-    chunks = [records[n:n + 64].copy() for n in range(0, 700, 64)]
-    taken = fmt.merge_uuid_chunks(list(chunks))
-    assert len(taken) == len(chunks) and all(a is b for a, b in zip(taken, chunks))  # as they came
-    swapped = [*chunks[:3], chunks[4], chunks[3], *chunks[5:]]
-    merged = fmt.merge_uuid_chunks(swapped)
-    assert len(merged) == 1 and (merged[0] == records).all()
     index.replace("g", iter(ordered))
-    assert index.range("g", 0, 700) == ordered
+    assert index.range("g", 0, 700) == ordered and sorted_whole == []
+    assert index.check_integrity("g") == []
     index.replace("g", iter([*ordered[:100], ordered[150], *ordered[100:150], *ordered[151:]]))
-    assert index.range("g", 0, 700) == ordered
+    assert index.range("g", 0, 700) == ordered and sorted_whole == [700]
+    assert index.check_integrity("g") == []
+
+
+@pytest.mark.parametrize("count, passes", [(0, 0), (1, 1), (999, 1), (1000, 1), (1001, 2), (5000, 5)])
+def test_a_repeated_member_is_found_in_passes_whatever_its_place(monkeypatch, count, passes):
+    """repeated_uuid_members() holds REPEAT_PASS members at a time: a repeat is found across passes'
+    boundaries and read chunks alike, and a group with none is clean."""
+    monkeypatch.setattr(fmt, "REPEAT_PASS", 1000)
+    monkeypatch.setattr(fmt, "READ_RECORDS", 300)
+    rng = random.Random(count)
+    records = fmt.uuid_records({uuid_member(rng): sk(n) for n in range(count)})
+    reads = []
+
+    def read(first, n):
+        reads.append(first)
+        return records[first:first + n]
+
+    assert not fmt.repeated_uuid_members(read, count)
+    assert reads.count(0) == passes
+    if count > 1:
+        for place in (0, count // 2, count - 1):
+            copy = records.copy()
+            copy[place]["hi"], copy[place]["lo"] = copy[(place + 1) % count]["hi"], copy[(place + 1) % count]["lo"]
+            assert fmt.repeated_uuid_members(lambda first, n: copy[first:first + n], count), place
+        twins = records.copy()
+        twins["hi"] = 7  # every first half shared: the second halves decide
+        assert not fmt.repeated_uuid_members(lambda first, n: twins[first:first + n], count)
 
 
 def test_a_uuid_group_that_gets_another_member_changes_layout_at_commit(index):
@@ -239,19 +267,27 @@ class PausingStorage(LocalStorage):
         if step == self.step:
             pause_for_the_kill(self.marker)
 
-    def write_temporary(self, group, generation, chunks):
-        def then_pause():
-            for number, chunk in enumerate(chunks):
-                if number == 2:
-                    self.pause("mid-merge")  # the first half of the records is written (a write this
-                yield chunk                  # large bypasses the file's buffer)
+    def temporary(self, group):
+        storage = self
 
-        temporary = super().write_temporary(group, generation, then_pause())
-        self.pause("written")
-        return temporary
+        class Pausing(GenerationFile):
+            writes = 0
 
-    def swap_in(self, temporary):
-        super().swap_in(temporary)
+            def write(self, records):
+                if self.writes == 1:
+                    storage.pause("mid-merge")  # the first half of the records is written
+                self.writes += 1
+                super().write(records)
+
+            def finish(self, header):
+                super().finish(header)
+                storage.pause("written")
+
+        plain = super().temporary(group)
+        return Pausing(plain.path, plain.fd)
+
+    def publish(self, group, generation, written):
+        super().publish(group, generation, written)
         self.pause("published")
 
 
@@ -378,7 +414,10 @@ def test_check_integrity_finds_a_repeated_member_a_misordered_record_and_a_bad_c
         data = fmt.encode_records(records, fmt_layout, size)
         header = fmt.encode_header(group="g", layout=fmt_layout, record_size=size, count=len(records),
                                    generation=1, records_crc=zlib.crc32(data) if crc is None else crc)
-        index.storage.publish("g", 1, [header, data])  # a new file: readers see it at once
+        written = index.storage.temporary("g")
+        written.write(header + data)
+        index.storage.publish("g", 1, written)  # a new file: readers see it at once
+        written.discard()
         return index.check_integrity("g")
 
     assert publish(entries) == []

@@ -118,24 +118,13 @@ def uuid_only(members) -> bool:
     return all(_HEX32.fullmatch(member) for member in members)
 
 
-def merge_uuid_chunks(chunks: list[np.ndarray]) -> list[np.ndarray]:
-    """UUID24 record chunks (each by uuid_records, so each in index order), in the order they were
-    given, as chunks that follow on in index order, where a member given more than once keeps its
-    last sort key.
-
-    A rebuild gives each member once, newest first (a Query of the product's partition): then the
-    chunks are taken as they are, and the peak is the records plus 8 bytes an entry to check that
-    no member repeats (a group of 5,000,000: bench.files_index). Repeated members or another order
-    cost one array and a full sort: about 60 bytes an entry at the peak, against a few hundred for a
-    dict of the entries' texts."""
-    if not chunks:
-        return []
-    if not _shared_high_halves(chunks) and all(_before(a[-1], b[0]) for a, b in zip(chunks, chunks[1:])):
-        return chunks
-    records = np.concatenate(chunks) if len(chunks) != 1 else chunks[0]
-    chunks.clear()
+def sort_uuid_records(records: np.ndarray) -> np.ndarray:
+    """UUID24 records in any order into index order, where a member given more than once keeps the
+    sort key of its last record in the array. Holds the records and about 40 bytes an entry more:
+    replace() comes here only for a stream out of index order or repeating a member, never a
+    rebuild's (docs/backends-files.md)."""
     if len(records) > 1:
-        # Each run of one member in arrival order: the last of a run is its latest.
+        # Each run of one member in array order: the last of a run is its latest.
         order = np.lexsort((np.arange(len(records)), records["lo"], records["hi"]))
         high, low = records["hi"][order], records["lo"][order]
         last = np.ones(len(order), dtype=bool)
@@ -145,20 +134,52 @@ def merge_uuid_chunks(chunks: list[np.ndarray]) -> list[np.ndarray]:
             records = records[order[last]]
         del order, last
         records = records[np.lexsort((records["lo"], records["hi"], records["k"]))[::-1]]
-    return [records.astype(UUID_COLUMNS, copy=False)]  # concatenate() gives native byte order
+    return records.astype(UUID_COLUMNS, copy=False)
 
 
-def _shared_high_halves(chunks: list[np.ndarray]) -> bool:
-    """Whether two records' members share their first 8 bytes (every repeated member does)."""
-    high = np.concatenate([chunk["hi"].astype(np.uint64) for chunk in chunks])
-    high.sort()
-    return bool((high[1:] == high[:-1]).any())
+def uuid_in_order(records: np.ndarray) -> bool:
+    """Whether UUID24 records are strictly in index order, each before the next (numpy, no
+    per-record Python)."""
+    if len(records) < 2:
+        return True
+    k, high, low = (records[name].astype(native) for name, native in
+                    (("k", np.int64), ("hi", np.uint64), ("lo", np.uint64)))
+    a, b = slice(None, -1), slice(1, None)
+    before = (k[a] > k[b]) | ((k[a] == k[b]) & ((high[a] > high[b]) | ((high[a] == high[b]) & (low[a] > low[b]))))
+    return bool(before.all())
 
 
-def _before(a, b) -> bool:
-    """Whether record a comes strictly before record b in index order (newest first, then member
-    descending)."""
+def record_before(a, b) -> bool:
+    """Whether UUID24 record a comes strictly before record b in index order (newest first, then
+    member descending)."""
     return (int(a["k"]), int(a["hi"]), int(a["lo"])) > (int(b["k"]), int(b["hi"]), int(b["lo"]))
+
+
+# repeated_uuid_members() looks at this many members at a time (16 bytes each, twice at the peak).
+REPEAT_PASS = 1_000_000
+READ_RECORDS = 50_000
+
+
+def repeated_uuid_members(read, count: int) -> bool:
+    """Whether a member appears twice among `count` UUID24 records, read(first, n) giving n of them
+    as an array, holding at most about REPEAT_PASS members at once whatever `count` is: pass p of
+    P = ceil(count / REPEAT_PASS) takes the members whose first 8 bytes are p modulo P (a repeated
+    member's copies share them, so meet in one pass; uuid4 bits spread the passes evenly)."""
+    passes = -(-count // REPEAT_PASS)
+    for turn in range(passes):
+        high, low = [], []
+        for first in range(0, count, READ_RECORDS):
+            records = read(first, min(READ_RECORDS, count - first))
+            first_half = records["hi"].astype(np.uint64)
+            picked = first_half % np.uint64(passes) == turn if passes > 1 else slice(None)
+            high.append(first_half[picked])
+            low.append(records["lo"][picked].astype(np.uint64))
+        high, low = np.concatenate(high), np.concatenate(low)
+        order = np.lexsort((low, high))
+        high, low = high[order], low[order]
+        if ((high[1:] == high[:-1]) & (low[1:] == low[:-1])).any():
+            return True
+    return False
 
 
 def decode_records(data: bytes, layout: int, record_size: int) -> list[Entry]:
@@ -184,6 +205,11 @@ def record_order_key(data: bytes, offset: int, layout: int) -> tuple[int, bytes]
 
 def entry_order_key(member: str, sort_key: str) -> tuple[int, bytes]:
     return encode_key(sort_key), member.encode()
+
+
+def header_size(group: str) -> int:
+    """The header's size in bytes: it depends only on the group's name."""
+    return _FIXED.size + len(group.encode()) + _CRC.size
 
 
 def encode_header(*, group: str, layout: int, record_size: int, count: int, generation: int, records_crc: int) -> bytes:

@@ -29,13 +29,11 @@ from ..base import Entry, NetWriteIndex, Removal, newest_first
 from . import format as fmt
 from . import log as wal
 from .s3 import S3Storage
-from .storage import Generation, LocalStorage, sync_batch
+from .storage import Generation, GenerationFile, LocalStorage, sync_batch
 
 # replace() reads its entries this many at a time (about 10 MB of Python strings).
 REPLACE_CHUNK = 50_000
 UUID_RECORD = np.dtype([("k", ">i8"), ("m", "V16")])
-# A uuid member's 16 bytes as two integers, so an array of them sorts (check_integrity's duplicates).
-MEMBER_HALVES = np.dtype([("hi", ">u8"), ("lo", ">u8")])
 # check_integrity reads a generation this many records at a time.
 CHECK_CHUNK = 50_000
 UUID_COLUMNS = fmt.UUID_COLUMNS
@@ -369,48 +367,82 @@ class FileIndex(NetWriteIndex):
         return view.overlay.changes >= self.commit_entries or age >= self.commit_seconds
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
-        """Bulk build: write the sorted generation directly, no log. The table's members (uuid hex)
-        are read REPLACE_CHUNK entries at a time into 24-byte records, written as they are if
-        they came in index order (a rebuild's stream), else sorted by numpy
-        (fmt.merge_uuid_chunks); any other member turns the group into a dict of its texts, as
-        small groups of the tests' have (docs/scaling.md)."""
-        stream, chunks, latest = iter(entries), [], None
-        while chunk := dict(itertools.islice(stream, REPLACE_CHUNK)):
-            if not fmt.uuid_only(chunk):
-                latest = dict(entry for part in chunks  # in arrival order: a later chunk wins
-                              for entry in fmt.decode_records(part.tobytes(), fmt.UUID24, 24))
-                chunks.clear()
-                latest.update(chunk)
-                latest.update(stream)
-                break
-            chunks.append(fmt.uuid_records(chunk))
-        if latest is None:
-            self.replace_records(group, *fmt.merge_uuid_chunks(chunks))
-            return
-        layout, size = fmt.layout_for(latest)
-        records = fmt.encode_records(newest_first(latest.items()), layout, size)
-        with self._locked(group):
-            self._publish(group, self._view(group), layout, size, len(latest), [records])
+        """Bulk build: the group's next generation, written directly, no log. The table's members
+        (uuid hex) are read REPLACE_CHUNK entries at a time into 24-byte records, each chunk sorted
+        and appended to the new generation's file at once: a rebuild's stream (newest first, each
+        member once) is written as it comes, one chunk in memory whatever the group's size, and the
+        group's lock is taken only to publish. The file is then checked for a repeated member a
+        pass at a time (fmt.repeated_uuid_members). A stream out of index order or repeating a
+        member (never a rebuild's) is read back and sorted by numpy (fmt.sort_uuid_records); any
+        other member turns the group into a dict of its texts, as small groups of the tests' have
+        (docs/scaling.md)."""
+        stream, out, latest = iter(entries), self.journal.temporary(group), None
+        try:
+            out.reserve_header(group)
+            ordered, last = True, None
+            while chunk := dict(itertools.islice(stream, REPLACE_CHUNK)):
+                if not fmt.uuid_only(chunk):
+                    # What was written, in arrival order (a later chunk wins), then the rest.
+                    latest = dict(fmt.decode_records(out.records(0, out.count, 24), fmt.UUID24, 24))
+                    latest.update(chunk)
+                    latest.update(stream)
+                    break
+                records = fmt.uuid_records(chunk)
+                ordered = ordered and (last is None or fmt.record_before(last, records[0]))
+                last = records[-1]
+                out.write(records.view(np.uint8))
+                out.count += len(records)
+            if latest is not None:
+                layout, size = fmt.layout_for(latest)
+                self._publish(group, layout, size, len(latest),
+                              [fmt.encode_records(newest_first(latest.items()), layout, size)])
+                return
+
+            def read(first: int, count: int) -> np.ndarray:
+                return np.frombuffer(out.records(first, count, 24), dtype=UUID_COLUMNS)
+
+            if ordered and not fmt.repeated_uuid_members(read, out.count):
+                with self._locked(group):
+                    self._swap_in(group, self._view(group), out, fmt.UUID24, 24)
+                return
+            self.replace_records(group, fmt.sort_uuid_records(read(0, out.count)))
+        finally:
+            out.discard()
 
     def replace_records(self, group: str, *parts: np.ndarray) -> None:
         """The bulk path under replace(): UUID24 records (fmt.UUID_COLUMNS) in one or more arrays
         that follow on in index order, each member once, written as the group's next generation
         (bench.scale_bulk loads the seeds' 500 million entries through it)."""
         data = [memoryview(part.view(np.uint8)) for part in parts if len(part)]
-        with self._locked(group):
-            self._publish(group, self._view(group), fmt.UUID24, 24, sum(len(part) for part in parts), data or [b""])
+        self._publish(group, fmt.UUID24, 24, sum(len(part) for part in parts), data)
 
-    def _publish(self, group: str, view: GroupView, layout: int, size: int, count: int, chunks: list) -> None:
-        """Write generation+1 durably, publish it, then drop the older logs (the lock is held)."""
-        crc = 0
-        for chunk in chunks:
-            crc = zlib.crc32(chunk, crc)
-        header = fmt.encode_header(group=group, layout=layout, record_size=size, count=count,
-                                   generation=view.generation + 1, records_crc=crc)
-        self.storage.remove_temporary(group)
-        self.storage.publish(group, view.generation + 1, [header, *chunks])
+    def _publish(self, group: str, layout: int, size: int, count: int, chunks: list, view: GroupView | None = None) -> None:
+        """Write records as the group's next generation and publish it; with `view`, the caller
+        holds the group's lock and read the view under it (a commit)."""
+        out = self.journal.temporary(group)
+        try:
+            out.reserve_header(group)
+            for chunk in chunks:
+                out.write(chunk)
+            out.count = count
+            if view is not None:
+                self._swap_in(group, view, out, layout, size)
+                return
+            with self._locked(group):
+                self._swap_in(group, self._view(group), out, layout, size)
+        finally:
+            out.discard()
+
+    def _swap_in(self, group: str, view: GroupView, out: GenerationFile, layout: int, size: int) -> None:
+        """Make a written generation file generation+1 durably, publish it, then drop the older logs
+        (the group's lock is held)."""
+        generation = view.generation + 1
+        out.finish(fmt.encode_header(group=group, layout=layout, record_size=size, count=out.count,
+                                     generation=generation, records_crc=out.crc))
+        self.journal.remove_temporary(group)  # dead writers' leftovers; `out` is locked, so stays
+        self.storage.publish(group, generation, out)
         self.storage.forget(group)  # our own next read looks at the new generation at once
-        self._drop_logs(group, keep=view.generation + 1)
+        self._drop_logs(group, keep=generation)
 
     def _drop_logs(self, group: str, *, keep: int) -> None:
         """Remove the logs of older generations (folded in already; the lock is held)."""
@@ -424,11 +456,11 @@ class FileIndex(NetWriteIndex):
         with self._locked(group):
             view = self._view(group)
             if view.log_id is None:  # nothing to fold; tidy what a killed committer left
-                self.storage.remove_temporary(group)
+                self.journal.remove_temporary(group)
                 self._drop_logs(group, keep=view.generation)
                 return False
             layout, size, count, chunks = self._merge(view)
-            self._publish(group, view, layout, size, count, chunks)
+            self._publish(group, layout, size, count, chunks, view)
             return True
 
     def _merge(self, view: GroupView):
@@ -505,32 +537,34 @@ class FileIndex(NetWriteIndex):
 
     def _check_generation(self, base: Generation) -> list[str]:
         """Checksum, order and distinct members of a generation, read CHECK_CHUNK records at a time
-        (verify_index runs this for every group: memory must not follow the largest group's records).
-        What is kept for the duplicate check is the uuid layout's 16 member bytes a record, sorted in
-        place; the packed layout (members that are not uuids: never a table's) keeps a set."""
+        (verify_index runs this for every group: memory must not follow the largest group's). The
+        uuid layout's order is checked by numpy a chunk at a time and its members a pass at a time
+        (fmt.repeated_uuid_members, a few more reads of the file); the packed layout (members that
+        are not uuids: never a table's) is checked in Python and keeps a set."""
         header, problems = base.header, []
         crc, previous, out_of_order = 0, None, False
-        uuid_members, other_members = [], set()
+        other_members = set()
         for first in range(0, header.count, CHECK_CHUNK):
             data = base.read_records(first, min(CHECK_CHUNK, header.count - first))
             crc = zlib.crc32(data, crc)
+            if header.layout == fmt.UUID24:
+                records = np.frombuffer(data, dtype=UUID_COLUMNS)
+                out_of_order = (out_of_order or not fmt.uuid_in_order(records)
+                                or (previous is not None and len(records) and not fmt.record_before(previous, records[0])))
+                previous = records[-1] if len(records) else previous
+                continue
             for offset in range(0, len(data), header.record_size):
                 key = fmt.record_order_key(data, offset, header.layout)
                 out_of_order = out_of_order or (previous is not None and previous <= key)
                 previous = key
-                if header.layout != fmt.UUID24:
-                    other_members.add(key[1])
-            if header.layout == fmt.UUID24:
-                uuid_members.append(np.frombuffer(data, dtype=UUID_RECORD)["m"].copy())
+                other_members.add(key[1])
         if crc != header.records_crc:
             problems.append(f"generation {header.generation}: records checksum mismatch")
         if out_of_order:
             problems.append(f"generation {header.generation}: records out of order")
-        if uuid_members:
-            members = np.concatenate(uuid_members).view(MEMBER_HALVES)
-            del uuid_members
-            members.sort(order=["hi", "lo"])
-            repeated = bool(np.any(members[1:] == members[:-1]))
+        if header.layout == fmt.UUID24:
+            repeated = fmt.repeated_uuid_members(
+                lambda first, count: np.frombuffer(base.read_records(first, count), dtype=UUID_COLUMNS), header.count)
         else:
             repeated = len(other_members) != header.count
         if repeated:

@@ -3,8 +3,9 @@
     <prefix>g/<32 hex of sha256(group)>/gen-<generation, 20 digits>   header + records, never overwritten
     <prefix>g/<32 hex of sha256(group)>/manifest                      JSON: group, generation, key, header
 
-A generation is uploaded whole with one PUT (If-None-Match: *), so a half-written upload is never an
-object anyone can read; it is published by replacing the manifest, conditionally on the manifest
+A generation is written to a local file first (in the journal's folder), then uploaded whole with
+one PUT (If-None-Match: *), so a half-written upload is never an object anyone can read (one PUT
+takes up to 5 GB: a group of 200 million entries); it is published by replacing the manifest, conditionally on the manifest
 it replaces (If-Match: its ETag), so two committers cannot both win. Reads are ranged GETs of the
 generation object; readers re-read the manifest at most every MANIFEST_SECONDS. The generation
 before the current one is kept, so a reader whose manifest is that stale can still finish.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import threading
 import time
 
@@ -21,7 +23,8 @@ from botocore.exceptions import ClientError
 
 import aws
 
-from .format import Header, decode_header
+from .format import HEADER_READ, Header, decode_header
+from .storage import GenerationFile
 
 
 class S3Generation:
@@ -97,24 +100,24 @@ class S3Storage:
         with self._lock:
             self._manifests.pop(group, None)
 
-    def publish(self, group: str, generation: int, chunks) -> None:
-        chunks = list(chunks)
-        header = bytes(chunks[0])
+    def publish(self, group: str, generation: int, written: GenerationFile) -> None:
+        """Upload a finished generation file (written locally, in the journal's folder) with one PUT,
+        then point the manifest at it."""
+        header = os.pread(written.fd, HEADER_READ, 0)
         folder = self.folder(group)
         key = f"{folder}gen-{generation:020d}"
-        self._call("put_object", Key=key, Body=b"".join(bytes(chunk) for chunk in chunks), IfNoneMatch="*")
+        with open(written.path, "rb") as body:  # streamed from the file, never whole in memory
+            self._call("put_object", Key=key, Body=body, IfNoneMatch="*")
         etag, _ = self._fetch_manifest(group)
         manifest = json.dumps({"group": group, "generation": generation, "key": key,
                                "header": base64.b64encode(header[:decode_header(header).data_offset]).decode()})
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         self._call("put_object", Key=folder + "manifest", Body=manifest.encode(), ContentType="application/json", **condition)
-        keep = {key, f"{folder}gen-{generation - 1:020d}"}  # and the one before, for stale readers
+        # Older generations go, and orphans (uploaded, never published: a committer that died
+        # between the two PUTs); the one before is kept, for stale readers.
+        keep = {key, f"{folder}gen-{generation - 1:020d}"}
         old = [item["Key"] for item in self._list(folder + "gen-") if item["Key"] not in keep]
         self._delete(old)
-
-    def remove_temporary(self, group: str) -> None:
-        """Nothing: an upload is one PUT, never half an object. Orphans (uploaded, never published)
-        go at the next publish."""
 
     def _list(self, prefix: str):
         token = None

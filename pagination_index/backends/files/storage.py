@@ -7,13 +7,16 @@ the new one whole, never a half-written file.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 import shutil
+import time
+import zlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
-from .format import HEADER_READ, CorruptFile, Header, decode_header
+from .format import HEADER_READ, CorruptFile, Header, decode_header, header_size
 
 try:
     _syncfs = ctypes.CDLL(None, use_errno=True).syncfs
@@ -61,10 +64,96 @@ class Generation:
         os.close(self.fd)
 
 
+class GenerationFile:
+    """A generation being written, `<folder>/data.tmp.<random>`: the header's room first, then the
+    records as they come (a rebuild streams a group of any size through it, so nothing holds the
+    group), then finish() writes the header in that room and fsyncs.
+
+    The writer holds flock(2) on its file from before the file has that name (it is created as
+    `data.new.<random>`, locked, then renamed), so a committer of the group (remove_abandoned, under
+    the group's lock) removes a `data.tmp.*` it can lock: its writer died. The group's lock is taken
+    only to publish: a build of millions of records does not hold up the group's commits or
+    sync_index's maintain() meanwhile."""
+
+    # A `data.new.*` left by a writer killed between creating and renaming it (an empty file) goes
+    # once this old: younger, its writer may be between open() and flock().
+    GRACE_SECONDS = 60
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self.fd = path, fd
+        self.header_room = 0
+        self.size = 0  # bytes written: where the next records go
+        self.count = 0
+        self.crc = 0
+
+    @classmethod
+    def create(cls, folder: Path) -> "GenerationFile":
+        name = os.urandom(8).hex()
+        fresh = folder / f"data.new.{name}"
+        fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            path = folder / f"data.tmp.{name}"
+            os.rename(fresh, path)
+        except BaseException:
+            os.close(fd)
+            fresh.unlink(missing_ok=True)
+            raise
+        return cls(path, fd)
+
+    def reserve_header(self, group: str) -> None:
+        """Room for the header of this group (its size depends only on the name), zero-filled."""
+        self.header_room = self.size = header_size(group)
+        os.pwrite(self.fd, bytes(self.header_room), 0)
+
+    def write(self, records) -> None:
+        """Append records (bytes or a buffer); `count` is the caller's to keep."""
+        view = memoryview(records).cast("B")
+        self.crc = zlib.crc32(view, self.crc)
+        written = 0
+        while written < len(view):  # a write(2) may take less than it is given
+            written += os.pwrite(self.fd, view[written:], self.size + written)
+        self.size += written
+
+    def records(self, first: int, count: int, record_size: int) -> bytes:
+        return os.pread(self.fd, count * record_size, self.header_room + first * record_size)
+
+    def finish(self, header: bytes) -> None:
+        if len(header) != self.header_room:
+            raise ValueError(f"a header of {len(header)} bytes for room of {self.header_room}")
+        os.pwrite(self.fd, header, 0)
+        os.fsync(self.fd)
+
+    def discard(self) -> None:
+        """Close; the file goes unless it was published (renamed away) already."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.path.unlink(missing_ok=True)
+
+    @classmethod
+    def remove_abandoned(cls, folder: Path) -> None:
+        now = time.time()
+        for leftover in [*folder.glob("data.tmp.*"), *folder.glob("data.new.*"), *folder.glob("data.*.tmp.*")]:
+            try:
+                fd = os.open(leftover, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not leftover.name.startswith("data.new.") or now - os.fstat(fd).st_mtime > cls.GRACE_SECONDS:
+                    leftover.unlink(missing_ok=True)
+            except BlockingIOError:  # its writer is alive
+                pass
+            finally:
+                os.close(fd)
+
+
 class LocalStorage:
     """PATH/ab/cd/<32 hex of sha256(group)>/: `data` (the published generation), `name`, and the
     group's log, lock and temporary files. Two levels of 256 folders keep millions of groups out of
-    any one folder. Publishing is rename(2) of a fully written, fsynced file over `data`."""
+    any one folder. Publishing is rename(2) of a fully written, fsynced file over `data`
+    (GenerationFile)."""
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
@@ -108,30 +197,21 @@ class LocalStorage:
             raise
         return Generation(fd, header, (status.st_ino, status.st_mtime_ns, status.st_size))
 
-    def publish(self, group: str, generation: int, chunks: Iterable[bytes]) -> None:
-        """Write a generation to a temporary file, fsync it, rename it over `data`, fsync the folder."""
-        self.swap_in(self.write_temporary(group, generation, chunks))
+    def temporary(self, group: str) -> "GenerationFile":
+        """A new generation file, written beside the group's `data` (rename stays in one folder)."""
+        return GenerationFile.create(self.ensure_group(group))
 
-    def write_temporary(self, group: str, generation: int, chunks: Iterable[bytes]) -> Path:
-        temporary = self.ensure_group(group) / f"data.{generation}.tmp.{os.getpid()}"
-        with open(temporary, "wb") as out:
-            for chunk in chunks:
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        return temporary
-
-    def swap_in(self, temporary: Path) -> None:
-        os.replace(temporary, temporary.parent / "data")
-        fsync_dir(temporary.parent)
+    def publish(self, group: str, generation: int, written: "GenerationFile") -> None:
+        """Rename a finished (fsynced) generation file over `data`, then fsync the folder."""
+        os.replace(written.path, written.path.parent / "data")
+        fsync_dir(written.path.parent)
 
     def forget(self, group: str) -> None:
         """Nothing cached here: stamp() looks at the file every time."""
 
     def remove_temporary(self, group: str) -> None:
-        """Leftovers of a committer that died (the caller holds the group's lock)."""
-        for leftover in self.group_dir(group).glob("data.*.tmp.*"):
-            leftover.unlink(missing_ok=True)
+        """Leftovers of writers that died (the caller holds the group's lock)."""
+        GenerationFile.remove_abandoned(self.group_dir(group))
 
     def names(self) -> Iterator[str]:
         if not self.root.is_dir():
