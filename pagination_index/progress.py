@@ -32,9 +32,14 @@ def _duration(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, stream, total: int, label: str, *, every_seconds: float = 5.0, width: int = 30):
+    """`estimated`: the total is a guess (DynamoDB's ItemCount is refreshed every few hours), shown
+    as ~N; once the work passes it the bar says so instead of a percentage over 100 and an ETA."""
+
+    def __init__(self, stream, total: int, label: str, *, every_seconds: float = 5.0, width: int = 30,
+                 estimated: bool = False):
         self.stream = stream
         self.total = max(total, 0)
+        self.estimated = estimated
         self.label = label
         self.done = 0
         self.every_seconds = every_seconds
@@ -55,16 +60,19 @@ class Progress:
 
     def _figures(self) -> str:
         elapsed = max(time.monotonic() - self.started, 1e-9)
-        percent = f"{100 * self.done / self.total:5.1f}% " if self.total else ""
         rate = self.done / elapsed
+        if self.estimated and self.total and self.done > self.total:
+            return f"{self.done:,}, past the estimate of ~{self.total:,} ({rate:,.0f}/s)"
+        percent = f"{100 * self.done / self.total:5.1f}% " if self.total else ""
         eta = ""
         if self.total and self.done and self.done < self.total:
             eta = f", ETA {_duration((self.total - self.done) / rate)}"
-        done = f"{self.done:,}/{self.total:,}" if self.total else f"{self.done:,}"
+        about = "~" if self.estimated else ""
+        done = f"{self.done:,}/{about}{self.total:,}" if self.total else f"{self.done:,}"
         return f"{percent}{done} ({rate:,.0f}/s{eta})"
 
     def _draw(self) -> None:
-        filled = int(self.width * self.done / self.total) if self.total else self.width
+        filled = min(int(self.width * self.done / self.total), self.width) if self.total else self.width
         bar = "#" * filled + "-" * (self.width - filled)
         write_plain(self.stream, f"\r{self.label} [{bar}] {self._figures()}")
 

@@ -20,9 +20,9 @@ class ReportingCommand(BaseCommand):
         self.verbosity = options.get("verbosity", 1)
         return super().execute(*args, **options)
 
-    def progress(self, total: int, label: str) -> Progress | None:
+    def progress(self, total: int, label: str, *, estimated: bool = False) -> Progress | None:
         """A progress bar (periodic lines when stderr is not a terminal), or None at -v 0."""
-        return Progress(self.stderr, total, label) if self.verbosity >= 1 else None
+        return Progress(self.stderr, total, label, estimated=estimated) if self.verbosity >= 1 else None
 
     def note(self, text: str, *, level: int = 1, style_func=None) -> None:
         """A line about how the run is going, on stderr, at verbosity `level` and above."""

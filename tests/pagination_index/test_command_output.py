@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from django.core.management import call_command
@@ -33,7 +34,7 @@ def test_rebuild_index_progress_on_stderr_and_quiet_at_v0(comments_table):
     assert out.startswith("rebuilt 6 groups (90 entries)")  # the product's group and its five rating groups
     assert "done" not in out and "rebuilt" not in err
     out, err = run("rebuild_index")
-    assert "rebuilding (items): done, 100.0% 45/45" in err
+    assert "rebuilding (items): done, 100.0% 45/~45" in err
     assert out.count("\n") == 1 and out.startswith("rebuilt 6 groups")
 
 
@@ -67,7 +68,7 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
 
     assert run("verify_index", verbosity=0, recheck_seconds=0) == ("", "")
     out, err = run("verify_index", recheck_seconds=0)
-    assert "verifying (items): done, 100.0% 15/15" in err
+    assert "verifying (items): done, 100.0% 15/~15" in err
     assert out.startswith("index matches the table: 6 group(s), 30 table entries")
     out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
     assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out
@@ -99,3 +100,18 @@ def test_progress_redraws_one_line_on_a_terminal_through_a_command_stream():
     assert text.count("\n") == 1 and text.endswith("\n") and text.startswith("\rcopying [")
     assert "\x1b[" not in text
     assert text.rstrip("\n").rsplit("\r", 1)[1].startswith("copying [" + "#" * 30 + "] 100.0% 3/3")
+
+
+def test_an_estimated_total_is_shown_as_one_and_passing_it_is_said_not_counted_past_100_percent():
+    """rebuild_index and verify_index size their bar by DynamoDB's ItemCount, which AWS refreshes
+    every few hours: a table that grew meanwhile runs past it."""
+    terminal = Terminal()
+    progress = Progress(OutputWrapper(terminal), 4, "rebuilding (items)", estimated=True)
+    time.sleep(0.11)  # a terminal's bar is redrawn at most every 0.1 s until the end
+    progress.advance(2)
+    assert "50.0% 2/~4" in terminal.getvalue()
+    progress.advance(4)
+    progress.finish()
+    last = terminal.getvalue().rstrip("\n").rsplit("\r", 1)[1]
+    assert last.startswith("rebuilding (items) [" + "#" * 30 + "] 6, past the estimate of ~4 (")
+    assert "%" not in last and "ETA" not in last

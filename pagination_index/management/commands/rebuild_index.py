@@ -53,7 +53,8 @@ class Command(ReportingCommand):
         database = checkpoint_database(index)
         note_unread_shards(index=index, stream_arn=stream_arn(source),
                            lease_seconds=settings.SYNC_INDEX_LEASE_SECONDS)
-        progress = self.progress(0 if product else source.approximate_item_count(), "rebuilding (items)")
+        progress = self.progress(0 if product else source.approximate_item_count(), "rebuilding (items)",
+                                 estimated=True)
         lock = threading.Lock()
 
         def on_entries(amount):

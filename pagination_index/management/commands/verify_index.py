@@ -65,7 +65,8 @@ class Command(ReportingCommand):
             listed = source.units(budget=self.budget, segments=max(workers, 4))
             orphans = {source.unit_of(group) for group in index.groups()} - set(listed)
             units = sorted(set(listed) | orphans)
-        self.progress_bar = self.progress(source.approximate_item_count() if full else 0, "verifying (items)")
+        self.progress_bar = self.progress(source.approximate_item_count() if full else 0, "verifying (items)",
+                                          estimated=True)
         run = RUN if full else None
         todo = pending_units(units, run=RUN, resume=resume, using=database) if full else units
         in_waves(todo, lambda wave: self._verify(wave, run, database), workers=workers, wave=1)
