@@ -41,7 +41,10 @@ DynamoDB Local's DescribeTable TableSizeBytes and ItemCount beside it), at() and
 at uniformly random depth (a comment drawn over all of them) from 16 reader processes, each paced to
 --read-rate pairs a second (default 20) so the 2 cores are not saturated and the figures are the
 reads' own, with CPU per read and the pair rate the readers achieved (below 320 a second when they
-fall behind, as on DynamoDB Local: then the figures include the queue for the cores); the apply
+fall behind, as on DynamoDB Local: then the figures include the queue for the cores), and at() of
+another rank called as a page view calls it, right after count() ("at after count()"): the pair's
+at() is each reader's first call after its sleep, and pays this VM's wake-up (at() costs more than
+range(20) there even on the files backend, which has no server); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of
 random ranks against the generated data; peak RSS (VmHWM) of every process, and of the store's
 servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
@@ -152,12 +155,15 @@ def build_part(args) -> dict:
 
 
 def read_part(args) -> dict:
-    """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced."""
+    """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced; then, as a
+    page view calls them, count() and at() of another rank of the group (at_after_count_ms): the
+    first at() is the first call after the reader slept, and pays the machine's wake-up on this
+    VM; a page's at() follows count()."""
     backend, options, sizes, seed, rate, reads = args
     index = open_index(backend, options)
     rng = np.random.default_rng(seed)
     cumulative = np.cumsum(sizes)
-    at_ms, range_ms, checks, cpu = [], [], [], 0.0
+    at_ms, range_ms, at_after_ms, checks, cpu = [], [], [], [], 0.0
     next_at = first = time.perf_counter()
     for n in range(reads):
         comment = int(rng.integers(0, cumulative[-1]))
@@ -173,6 +179,11 @@ def read_part(args) -> dict:
         page = index.range(group, rank, rank + 20)
         range_ms.append((time.perf_counter() - began) * 1000)
         cpu += time.process_time() - cpu_began
+        # As a page view calls it: count() first, then at() (outside the CPU figure above).
+        index.count(group)
+        began = time.perf_counter()
+        index.at(group, int(rng.integers(0, int(sizes[number]))))
+        at_after_ms.append((time.perf_counter() - began) * 1000)
         if n % 20 == 0:
             checks.append((number, rank, found, page))
     pairs_per_second = reads / (time.perf_counter() - first)  # below `rate` when the reads fall behind
@@ -181,7 +192,7 @@ def read_part(args) -> dict:
         records, _ = product(number, int(sizes[number]))
         assert found == as_entries(records[rank:rank + 1])[0], (number, rank, found)
         assert page[0] == found and len(page) == min(20, int(sizes[number]) - rank)
-    return {"at_ms": at_ms, "range_ms": range_ms, "cpu_seconds": cpu, "pairs_per_second": pairs_per_second,
+    return {"at_ms": at_ms, "range_ms": range_ms, "at_after_count_ms": at_after_ms, "cpu_seconds": cpu, "pairs_per_second": pairs_per_second,
             "checks": len(checks), "peak_rss_mib": peak}
 
 
@@ -279,11 +290,13 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
                                            for seed in range(READERS)])
         at_ms = [value for part in readers for value in part["at_ms"]]
         range_ms = [value for part in readers for value in part["range_ms"]]
+        at_after_ms = [value for part in readers for value in part["at_after_count_ms"]]
         reads = 2 * len(at_ms)
         result["reads"] = {"readers": READERS, "rate_per_reader": read_rate, "pairs_per_reader": reads_per_reader,
                            "reads": reads,
                            "at_p50_ms": pct(at_ms, 50), "at_p99_ms": pct(at_ms, 99),
                            "range20_p50_ms": pct(range_ms, 50), "range20_p99_ms": pct(range_ms, 99),
+                           "at_after_count_p50_ms": pct(at_after_ms, 50), "at_after_count_p99_ms": pct(at_after_ms, 99),
                            "cpu_us_per_read": sum(part["cpu_seconds"] for part in readers) / reads * 1e6,
                            "pairs_per_second_achieved": sum(part["pairs_per_second"] for part in readers),
                            "spot_checks": sum(part["checks"] for part in readers),
@@ -474,10 +487,11 @@ def main(argv=None) -> int:
             shutil.rmtree(folder, ignore_errors=True)
     rows = [[r["backend"], f"{r['index_entries']:,}", f"{r['build']['entries_per_second']:,.0f}",
              f"{r['size']['bytes_per_entry']:.1f}", f"{r['reads']['at_p50_ms']:.3f}", f"{r['reads']['at_p99_ms']:.3f}",
-             f"{r['reads']['range20_p99_ms']:.3f}", f"{r['reads']['cpu_us_per_read']:.0f}",
+             f"{r['reads']['range20_p99_ms']:.3f}", f"{r['reads']['at_after_count_p50_ms']:.3f}",
+             f"{r['reads']['at_after_count_p99_ms']:.3f}", f"{r['reads']['cpu_us_per_read']:.0f}",
              f"{r['apply']['ops_per_second']:,.0f}"] for r in results]
     out(format_table(["backend", "entries", "build/s", "B/entry", "at p50 ms", "at p99 ms", "range20 p99 ms",
-                      "CPU µs/read", "apply ops/s"], rows))
+                      "at after count() p50", "p99 ms", "CPU µs/read", "apply ops/s"], rows))
     path = write_json("scale_bulk", args.smoke, when, {"results": results, "machine": machine_info(
         {}, load_at_start, "2 cores shared by the build or reader processes, the backend's server, and whatever "
                            "else ran (the load averages say how busy)")})

@@ -656,6 +656,9 @@ class StreamConsumer:
                 checkpoint.updated_at = now
                 if checkpoint.finished:
                     checkpoint.lease_owner, checkpoint.lease_expires_at = "", None
+                    # Never read again: its pacing entry goes (a stream rolls each shard over about
+                    # every 4 hours, so a long-lived consumer would keep ids by the thousand).
+                    self._last_read.pop(checkpoint.shard_id, None)
                 last[checkpoint.shard_id] = batch
             fields = ["sequence_number", "applied_at", "last_record_at", "lag_seconds", "finished", "updated_at"]
             for finished in (False, True):  # a finished shard's lease goes with it; others keep theirs

@@ -64,6 +64,8 @@ def test_splits_rollovers_and_empty_pages_lose_and_mark_nothing(aws_stream_setti
     reader.run(once=True)
     assert_index_equals_table("A", "B", "C")
     assert not StaleGroup.objects.exists()
+    finished = set(ShardCheckpoint.objects.filter(finished=True).values_list("shard_id", flat=True))
+    assert finished and not finished & (set(reader._last_read) | reader._idle)  # a closed shard's state goes
 
 
 def test_a_steady_consumer_lists_the_shards_once_in_a_while(aws_stream_settings):
