@@ -426,3 +426,31 @@ def test_check_integrity_finds_a_repeated_member_a_misordered_record_and_a_bad_c
     swapped = entries[:3] + [entries[4], entries[3]] + entries[5:]  # across the boundary of chunks 1 and 2
     assert any("out of order" in p for p in publish(swapped))
     assert any("checksum" in p for p in publish(entries, crc=12345))
+
+
+def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
+    """A rebuild writes its generation file without the group's lock, holding flock(2) on the file
+    instead: a committer meanwhile removes only the files nobody holds."""
+    index.replace("g", [(uuid.uuid4().hex, sk(1))])
+    live = index.journal.temporary("g")  # a writer at work: its file locked
+    live.reserve_header("g")
+    folder = live.path.parent
+    dead = folder / "data.tmp.0123456789abcdef"  # a writer killed mid-write: nobody holds it
+    dead.write_bytes(b"half")
+    older_naming = folder / "data.7.tmp.12345"
+    older_naming.write_bytes(b"half")
+    fresh, stale = folder / "data.new.aaaaaaaaaaaaaaaa", folder / "data.new.bbbbbbbbbbbbbbbb"
+    fresh.write_bytes(b"")  # a writer between open() and flock(): left for GRACE_SECONDS
+    stale.write_bytes(b"")
+    os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    other = FileIndex(index.options)  # another process's view: flock conflicts across open files
+    other.add_many("g", [(uuid.uuid4().hex, sk(2))])
+    assert other.commit("g")
+    assert live.path.exists() and fresh.exists()
+    assert not (dead.exists() or older_naming.exists() or stale.exists())
+    live.write(fmt.uuid_records({uuid.uuid4().hex: sk(3)}).view("u1"))
+    live.count = 1
+    with index._locked("g"):
+        index._swap_in("g", index._view("g"), live, fmt.UUID24, 24)
+    live.discard()
+    assert index.count("g") == 1 and index.check_integrity("g") == []

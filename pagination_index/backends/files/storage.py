@@ -134,7 +134,15 @@ class GenerationFile:
     @classmethod
     def remove_abandoned(cls, folder: Path) -> None:
         now = time.time()
-        for leftover in [*folder.glob("data.tmp.*"), *folder.glob("data.new.*"), *folder.glob("data.*.tmp.*")]:
+        try:
+            # One listing (a bulk build publishes 600,000 groups); `.tmp.` takes the older naming too,
+            # data.<n>.tmp.<pid>.
+            names = [name for name in os.listdir(folder)
+                     if name.startswith("data.new.") or (name.startswith("data.") and ".tmp." in name)]
+        except FileNotFoundError:
+            return
+        for name in names:
+            leftover = folder / name
             try:
                 fd = os.open(leftover, os.O_RDONLY)
             except FileNotFoundError:
