@@ -281,6 +281,25 @@ class TestRedisClusterIndex(RedisContract):
         assert len(owners) == 3
         assert index.groups() == sorted(f"P{n}" for n in range(30))
 
+    def test_reads_on_a_stale_slot_map_follow_the_redirect(self, index):
+        """Reads go straight to the slot's primary as the client's map says; when the map is stale
+        (a slot moved, a replica promoted) the node it names answers MOVED, and the read is made
+        again through the cluster client, which follows it and refreshes the map."""
+        from redis.crc import key_slot
+
+        index.apply([Add("P", f"m{n}", sk(n)) for n in range(5)])
+        key = index.key("P")
+        slot = key_slot(key.encode())
+        manager = index.client.nodes_manager
+        right = manager.slots_cache[slot][0]
+        wrong = next(node for node in manager.nodes_cache.values() if node.server_type == "primary" and node != right)
+        manager.slots_cache[slot] = [wrong]  # what a client that missed a resharding holds
+        assert index.client.get_node_from_key(key) is wrong
+        assert index.count("P") == 5
+        assert index.at("P", 1) == ("m3", sk(3))
+        assert index.range("P", 0, 2) == [("m4", sk(4)), ("m3", sk(3))]
+        assert index.client.get_node_from_key(key).name == right.name  # the map was refreshed
+
     def test_a_failed_batch_across_products_is_unavailable_and_replays(self, index):
         """A batch in which one product's write fails (a wrong type at its key) raises IndexUnavailable,
         whatever the other products' transactions committed; replaying it (as the stream does,
