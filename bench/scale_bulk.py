@@ -43,8 +43,8 @@ at uniformly random depth (a comment drawn over all of them) from 16 reader proc
 reads' own, with CPU per read and the pair rate the readers achieved (below 320 a second when they
 fall behind, as on DynamoDB Local: then the figures include the queue for the cores), and at() of
 another rank called as a page view calls it, right after count() ("at after count()"): the pair's
-at() is each reader's first call after its sleep, and pays this VM's wake-up (at() costs more than
-range(20) there even on the files backend, which has no server); the apply
+at() is each reader's first call after its sleep, and finds a Redis server idle or, on the files
+backend, opens the group's file for the first time in that reader (docs/scaling.md); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of
 random ranks against the generated data; peak RSS (VmHWM) of every process, and of the store's
 servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
@@ -156,9 +156,8 @@ def build_part(args) -> dict:
 
 def read_part(args) -> dict:
     """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced; then, as a
-    page view calls them, count() and at() of another rank of the group (at_after_count_ms): the
-    first at() is the first call after the reader slept, and pays the machine's wake-up on this
-    VM; a page's at() follows count()."""
+    page view calls them, count() and at() of another rank of the group (at_after_count_ms): a
+    page's at() follows count() of the same group, the pair's at() follows a sleep."""
     backend, options, sizes, seed, rate, reads = args
     index = open_index(backend, options)
     rng = np.random.default_rng(seed)
