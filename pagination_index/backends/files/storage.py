@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -78,6 +79,11 @@ class GenerationFile:
     # A `data.new.*` left by a writer killed between creating and renaming it (an empty file) goes
     # once this old: younger, its writer may be between open() and flock().
     GRACE_SECONDS = 60
+    # This process's own files being written. On NFS (EFS) flock(2) becomes a POSIX lock, which a
+    # process never conflicts with itself on: another thread's cleaner would see a live writer's
+    # file as free.
+    _writing: set[Path] = set()
+    _writing_lock = threading.Lock()
 
     def __init__(self, path: Path, fd: int):
         self.path, self.fd = path, fd
@@ -94,8 +100,12 @@ class GenerationFile:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             path = folder / f"data.tmp.{name}"
+            with cls._writing_lock:
+                cls._writing.add(path)
             os.rename(fresh, path)
         except BaseException:
+            with cls._writing_lock:
+                cls._writing.discard(folder / f"data.tmp.{name}")
             os.close(fd)
             fresh.unlink(missing_ok=True)
             raise
@@ -130,6 +140,8 @@ class GenerationFile:
             os.close(self.fd)
             self.fd = -1
         self.path.unlink(missing_ok=True)
+        with self._writing_lock:
+            self._writing.discard(self.path)
 
     @classmethod
     def remove_abandoned(cls, folder: Path) -> None:
@@ -141,6 +153,8 @@ class GenerationFile:
                      if name.startswith("data.new.") or (name.startswith("data.") and ".tmp." in name)]
         except FileNotFoundError:
             return
+        with cls._writing_lock:
+            names = [name for name in names if folder / name not in cls._writing]
         for name in names:
             leftover = folder / name
             try:
