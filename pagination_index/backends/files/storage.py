@@ -95,17 +95,16 @@ class GenerationFile:
     @classmethod
     def create(cls, folder: Path) -> "GenerationFile":
         name = os.urandom(8).hex()
-        fresh = folder / f"data.new.{name}"
+        fresh, path = folder / f"data.new.{name}", folder / f"data.tmp.{name}"
         fd = os.open(fresh, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            path = folder / f"data.tmp.{name}"
             with cls._writing_lock:
                 cls._writing.add(path)
             os.rename(fresh, path)
         except BaseException:
             with cls._writing_lock:
-                cls._writing.discard(folder / f"data.tmp.{name}")
+                cls._writing.discard(path)
             os.close(fd)
             fresh.unlink(missing_ok=True)
             raise
@@ -163,7 +162,7 @@ class GenerationFile:
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if not leftover.name.startswith("data.new.") or now - os.fstat(fd).st_mtime > cls.GRACE_SECONDS:
+                if not name.startswith("data.new.") or now - os.fstat(fd).st_mtime > cls.GRACE_SECONDS:
                     leftover.unlink(missing_ok=True)
             except BlockingIOError:  # its writer is alive
                 pass
