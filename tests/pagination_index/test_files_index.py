@@ -30,12 +30,17 @@ def uuid_member(rng: random.Random) -> str:
     return uuid.UUID(int=rng.getrandbits(128)).hex
 
 
-def data_file(index: FileIndex, group: str) -> Path:
-    return index.storage.group_dir(group) / "data"
+def generation_bytes(index: FileIndex, group: str) -> bytes | None:
+    """The group's published generation as stored (in its pack, or a file of its own), or None."""
+    generation = index.storage.open(group).generation
+    if generation is None:
+        return None
+    header = generation.header
+    return os.pread(generation.handle.fd, header.data_offset + header.count * header.record_size, generation.base)
 
 
 def log_files(index: FileIndex, group: str) -> list[Path]:
-    return sorted(index.storage.group_dir(group).glob("log.*"))
+    return sorted(path for path in index.storage.logs(group) if ".log." in path.name)
 
 
 @pytest.fixture
@@ -47,7 +52,7 @@ def test_uuid_members_take_24_bytes_per_entry_and_count_is_in_the_header(index):
     rng = random.Random(1)
     entries = [(uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(1000)]
     index.replace("g", entries)
-    raw = data_file(index, "g").read_bytes()
+    raw = generation_bytes(index, "g")
     header = fmt.decode_header(raw)
     assert (header.layout, header.record_size, header.count, header.generation) == (fmt.UUID24, 24, 1000, 1)
     assert len(raw) == header.data_offset + 24 * 1000
@@ -56,7 +61,7 @@ def test_uuid_members_take_24_bytes_per_entry_and_count_is_in_the_header(index):
 
 def test_other_members_take_the_packed_layout_sized_by_the_longest(index):
     index.replace("g", [("a", sk(1)), ("Café-茶", sk(2)), ("0123456789abcdef0123456789abcdef", sk(3))])
-    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    header = fmt.decode_header(generation_bytes(index, "g"))
     assert (header.layout, header.record_size) == (fmt.PACKED, 10 + 32)  # the hex member is the longest
     assert index.at("g", 1) == ("Café-茶", sk(2))
 
@@ -70,13 +75,13 @@ def test_replace_reads_uuid_entries_a_chunk_at_a_time_and_the_last_of_a_member_w
     given = [(rng.choice(members), sk(rng.randrange(10**6))) for _ in range(3000)]  # ~95 % repeats
     model = dict(given)
     index.replace("g", iter(given))
-    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    header = fmt.decode_header(generation_bytes(index, "g"))
     assert (header.layout, header.count) == (fmt.UUID24, len(model))
     assert index.range("g", 0, len(model)) == newest_first(model.items())
 
     late = [*given[:250], ("not-a-uuid", sk(5)), *given[250:400]]
     index.replace("g", iter(late))
-    header = fmt.decode_header(data_file(index, "g").read_bytes())
+    header = fmt.decode_header(generation_bytes(index, "g"))
     assert header.layout == fmt.PACKED
     assert index.range("g", 0, 10_000) == newest_first(dict(late).items())
     index.replace("g", iter(()))
@@ -135,7 +140,7 @@ def test_a_uuid_group_that_gets_another_member_changes_layout_at_commit(index):
     index.replace("g", [(member, sk(1))])
     index.add_many("g", [("not-a-uuid", sk(2))])
     assert index.commit("g")
-    assert fmt.decode_header(data_file(index, "g").read_bytes()).layout == fmt.PACKED
+    assert fmt.decode_header(generation_bytes(index, "g")).layout == fmt.PACKED
     assert index.range("g", 0, 5) == [("not-a-uuid", sk(2)), (member, sk(1))]
 
 
@@ -204,9 +209,9 @@ def test_a_corrupt_log_record_ends_the_log(index):
 def test_a_log_passing_commit_entries_is_committed_and_dropped(tmp_path):
     index = FileIndex({"PATH": tmp_path / "i", "COMMIT_ENTRIES": 10, "COMMIT_SECONDS": 10**9})
     index.add_many("g", [(f"m{n}", sk(n)) for n in range(9)])
-    assert index.pending_changes("g") == 9 and not data_file(index, "g").exists()
+    assert index.pending_changes("g") == 9 and generation_bytes(index, "g") is None
     index.add_many("g", [("m9", sk(9))])
-    assert fmt.decode_header(data_file(index, "g").read_bytes()).generation == 1
+    assert fmt.decode_header(generation_bytes(index, "g")).generation == 1
     assert log_files(index, "g") == [] and index.pending_changes("g") == 0
     assert index.count("g") == 10
 
@@ -222,12 +227,23 @@ def test_maintain_commits_logs_older_than_commit_seconds(tmp_path):
     assert FileIndex(index.options).maintain() == 0  # a fresh process looks at every group once
 
 
-def test_groups_are_sharded_into_two_levels_of_folders(index):
-    index.add_many("SKU-1/5", [("a", sk(1))])
-    folder = index.storage.group_dir("SKU-1/5")
-    assert folder.parent.parent.parent == index.storage.root
-    assert len(folder.parent.name) == 2 and len(folder.parent.parent.name) == 2
-    assert (folder / "name").read_text() == "SKU-1/5"
+def test_groups_share_packs_in_256_folders_and_no_group_has_a_folder_or_file_of_its_own(index):
+    """Disk blocks follow the entries, not the groups: small groups' generations share a pack file
+    (4,096 packs however many groups), in 256 folders."""
+    groups = [f"SKU-{n}/5" for n in range(300)]
+    index.apply([Add(group, uuid.uuid4().hex, sk(1)) for group in groups])
+    for group in groups:
+        index.commit(group)
+    root = index.storage.root
+    folders = [path for path in root.iterdir() if path.is_dir()]
+    assert all(len(folder.name) == 2 for folder in folders) and len(folders) <= 256
+    files = [path for folder in folders for path in folder.iterdir()]
+    assert {path.suffix for path in files} == {".pack", ".lock"}  # logs folded, no temporaries left
+    packs = [path for path in files if path.suffix == ".pack"]
+    assert len(packs) < len(groups)  # 300 groups in 4,096 packs: some share one (11 expected)
+    assert all(len(path.stem) == 3 and path.stem.startswith(path.parent.name) for path in packs)
+    assert index.groups() == sorted(groups)
+    assert index.storage.pack_path("SKU-1/5").parent.parent == root
 
 
 def test_commit_index_command(index, settings):
@@ -287,6 +303,10 @@ class PausingStorage(LocalStorage):
         plain = super().temporary(group)
         return Pausing(plain.path, plain.fd)
 
+    def _append_records(self, fd, end, header_length, written, length):
+        super()._append_records(fd, end, header_length, written, length)
+        self.pause("records-appended")  # in the pack, its header not yet written
+
     def publish(self, group, generation, written):
         super().publish(group, generation, written)
         self.pause("published")
@@ -324,12 +344,13 @@ def expected_after(entries: list, ops: list) -> list:
     return newest_first(model.items())
 
 
-@pytest.mark.parametrize("step", ["mid-merge", "written", "published", "before-drop"])
-def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step):
+@pytest.mark.parametrize("size", [100_000, 5_000])  # a file of its own; in the pack
+@pytest.mark.parametrize("step", ["mid-merge", "written", "records-appended", "published", "before-drop"])
+def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step, size):
     rng = random.Random(3)
     path = tmp_path / "index"
     index = FileIndex({"PATH": path, "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9})
-    entries = [(uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(100_000)]
+    entries = [(uuid_member(rng), sk(rng.randrange(10**6))) for _ in range(size)]
     index.replace("big", entries)
     batch = crash_batch(index)  # what the committer applies first: the same ops from the same state
     expected = expected_after(entries, batch)
@@ -360,7 +381,12 @@ def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step):
     after.commit("big")
     assert after.range("big", 0, len(expected) + 1) == expected
     assert after.check_integrity("big") == []
-    assert sorted(p.name for p in path.glob("*/*/*/*") if p.name not in ("name", "lock")) == ["data"]
+    # Left: the layout's marker, the pack and its lock, and (a large group) its own file of the last
+    # generation; no temporary file, log or older generation.
+    digest, generation = after.storage.digest("big"), after.storage.open("big").generation.header.generation
+    own = [f"{digest[:2]}/{digest}.{generation}"] if size > 50_000 else []
+    assert sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()) == sorted(
+        ["LAYOUT", f"{digest[:2]}/{digest[:3]}.lock", f"{digest[:2]}/{digest[:3]}.pack", *own])
 
 
 def test_log_records_decode_what_was_encoded():
@@ -435,20 +461,22 @@ def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
     index.replace("g", [(uuid.uuid4().hex, sk(1))])
     live = index.journal.temporary("g")  # a writer at work: its file locked
     live.reserve_header("g")
-    folder = live.path.parent
-    dead = folder / "data.tmp.0123456789abcdef"  # a writer killed mid-write: nobody holds it
+    folder, digest = live.path.parent, index.journal.digest("g")
+    dead = folder / f"{digest}.tmp.0123456789abcdef"  # a writer killed mid-write: nobody holds it
     dead.write_bytes(b"half")
-    older_naming = folder / "data.7.tmp.12345"
-    older_naming.write_bytes(b"half")
-    fresh, stale = folder / "data.new.aaaaaaaaaaaaaaaa", folder / "data.new.bbbbbbbbbbbbbbbb"
+    compaction = folder / f"{digest[:3]}.tmp.0123456789abcdef"  # the pack's compaction, killed
+    compaction.write_bytes(b"half")
+    fresh, stale = folder / f"{digest}.new.aaaaaaaaaaaaaaaa", folder / f"{digest}.new.bbbbbbbbbbbbbbbb"
     fresh.write_bytes(b"")  # a writer between open() and flock(): left for GRACE_SECONDS
     stale.write_bytes(b"")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
+    neighbour = folder / f"{digest[:2]}{'0' if digest[2] != '0' else '1'}{'0' * 29}.tmp.0123456789abcdef"
+    neighbour.write_bytes(b"half")  # another pack's: its own committers tidy it, under its lock
     other = FileIndex(index.options)  # another process's view: flock conflicts across open files
     other.add_many("g", [(uuid.uuid4().hex, sk(2))])
     assert other.commit("g")
     assert live.path.exists() and fresh.exists()
-    assert not (dead.exists() or older_naming.exists() or stale.exists())
+    assert neighbour.exists() and not (dead.exists() or compaction.exists() or stale.exists())
     # On NFS flock(2) is a POSIX lock, which never stops its own process: this process's live
     # writer is known without it.
     fcntl.flock(live.fd, fcntl.LOCK_UN)
@@ -461,4 +489,4 @@ def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
         index._swap_in("g", index._view("g"), live, fmt.UUID24, 24)
     live.discard()
     assert index.count("g") == 1 and index.check_integrity("g") == []
-    assert not list(folder.glob("data.tmp.*"))
+    assert not list(folder.glob(f"{digest}.tmp.*"))

@@ -12,6 +12,10 @@ Record layouts, chosen per group at every write of a generation:
 - PACKED (10 + W bytes): the sort key (8 bytes), the member's UTF-8 length (u16), the member padded
   with zero bytes to W, the longest member of the group in bytes. For any other members.
 
+A pack (storage.py) is such generations, of several groups, one after another; a group whose
+generation is large keeps it in a file of its own, and its pack holds an EXTERNAL pointer: a header
+(layout 3, record size 0, count 0) naming the generation.
+
 Records are sorted by (sort key desc, member desc); member order is byte order, which for UTF-8 is
 code point order (DynamoDB's) and for the hex of UUID24 the same as the hex text's.
 """
@@ -32,6 +36,9 @@ from ..base import Entry
 MAGIC = b"PIDXFILE"
 VERSION = 1
 UUID24, PACKED = 1, 2
+# In a pack (storage.py), an entry with no records saying the group's generation lives in a file
+# of its own, `<digest>.<generation>`, written in this same format.
+EXTERNAL = 3
 _FIXED = struct.Struct(">8sHHIQQIH")
 _CRC = struct.Struct(">I")
 HEADER_READ = 4096  # one read gets any header: group names are far shorter
@@ -227,6 +234,8 @@ def decode_header(data: bytes) -> Header:
     end = _FIXED.size + name_length
     if len(data) < end + 4 or _CRC.unpack_from(data, end)[0] != zlib.crc32(data[:end]):
         raise CorruptFile("header checksum mismatch")
-    if layout not in (UUID24, PACKED) or record_size < (24 if layout == UUID24 else 11):
+    if layout == EXTERNAL and (record_size, count) != (0, 0):
+        raise CorruptFile("an external pointer with records")
+    if layout not in (UUID24, PACKED, EXTERNAL) or (layout != EXTERNAL and record_size < (24 if layout == UUID24 else 11)):
         raise CorruptFile(f"unknown record layout {layout}/{record_size}")
     return Header(layout, record_size, count, generation, records_crc, data[_FIXED.size:end].decode(), end + 4)

@@ -39,6 +39,9 @@ CHECK_CHUNK = 50_000
 UUID_COLUMNS = fmt.UUID_COLUMNS
 
 
+_UNSETTLED = object()  # the stamp of a view read during an append: equal to no stamp
+
+
 class GroupUnsettled(Exception):
     """A group was published again under every one of a reader's attempts."""
 
@@ -51,6 +54,7 @@ FAILURES = (OSError, fmt.CorruptFile, GroupUnsettled, BotoCoreError, ClientError
 class GroupView:
     """A consistent state of a group: one generation and its log up to `log_offset`."""
 
+    stamp: object  # the storage's, as the generation was read under it
     base: Generation | None
     log_id: tuple | None  # (inode, size) of the log file as read
     log_offset: int
@@ -95,9 +99,6 @@ class FileIndex(NetWriteIndex):
         self._pending: set[str] | None = None  # groups with a log, for maintain(); None: not looked yet
 
     # --- reading a group's state ---------------------------------------------------------------
-    def _log_path(self, group: str, generation: int) -> Path:
-        return self.journal.group_dir(group) / f"log.{generation}"
-
     def _view(self, group: str) -> GroupView:
         for _ in range(20):
             view = self._try_view(group)
@@ -108,21 +109,32 @@ class FileIndex(NetWriteIndex):
     def _try_view(self, group: str) -> GroupView | None:
         stamp = self.storage.stamp(group)
         cached = self._views.get(group)
-        if cached is not None and (cached.base.stamp if cached.base else None) == stamp:
+        if cached is not None and cached.stamp == stamp:
             base = cached.base
         else:
-            cached = None
-            base = self.storage.open(group) if stamp is not None else None
-            if (base.stamp if base else None) != stamp:
-                return None  # published again between the stat and the open
-        path = self._log_path(group, base.header.generation if base else 0)
+            cached, base = None, None
+            if stamp is not None:
+                opened = self.storage.open(group)
+                if opened is None or opened.stamp != stamp:
+                    return None  # published again between the look and the open
+                base = opened.generation
+                if not opened.settled:
+                    stamp = _UNSETTLED  # read it so, but look again next time
+        path = self.journal.log_path(group, base.header.generation if base else 0)
         try:
             status = os.stat(path)
         except FileNotFoundError:
             # No log, or a commit dropped it after publishing a newer generation: look again.
-            if self.storage.stamp(group) != stamp:
+            if stamp is _UNSETTLED:
+                # The append under way may be this group's commit, whose header lands without
+                # changing the pack's size: look at the pack again instead.
+                again = self.storage.open(group)
+                if again is None or again.generation is not None and (
+                        base is None or again.generation.header.generation != base.header.generation):
+                    return None
+            elif self.storage.stamp(group) != stamp:
                 return None
-            view = GroupView(base, None, 0, None, False, wal.Overlay())
+            view = GroupView(stamp, base, None, 0, None, False, wal.Overlay())
         else:
             log_id = (status.st_ino, status.st_size)
             if cached is not None and cached.log_id == log_id:
@@ -136,12 +148,12 @@ class FileIndex(NetWriteIndex):
             log_id = (status.st_ino, len(data))
             if start == 0:
                 header = wal.decode_header(data)
-                if header is None or header[0] != (base.header.generation if base else 0):
+                if header is None or header[0] != (base.header.generation if base else 0) or header[2] != group:
                     raise fmt.CorruptFile(f"{path}: bad log header")
-                created, start = header[1], wal.HEADER.size
+                created, start = header[1], header[3]
             changes, offset, torn = wal.parse_records(data, start)
             overlay.apply(changes)
-            view = GroupView(base, log_id, offset, created, torn, overlay)
+            view = GroupView(stamp, base, log_id, offset, created, torn, overlay)
         with self._lock:
             self._views.pop(group, None)
             self._views[group] = view
@@ -226,7 +238,7 @@ class FileIndex(NetWriteIndex):
         return view.overlay.count_newer(base_newer, sort_key, member) if view.overlay else base_newer
 
     def groups(self) -> list[str]:
-        names = set(self.storage.names()) | set(self.journal.names())
+        names = set(self.storage.names()) | set(self.journal.logged_names())
         return sorted(group for group in names if self.count(group) > 0)
 
     def pending_changes(self, group: str) -> int:
@@ -236,14 +248,18 @@ class FileIndex(NetWriteIndex):
     # --- writes --------------------------------------------------------------------------------
     @contextmanager
     def _locked(self, group: str):
+        """The lock of the group's pack (the groups in one pack share it): a thread lock, then flock(2)
+        on the pack's lock file. The thread lock is the pack's too, not the group's: on NFS (EFS)
+        flock is a POSIX lock, which two threads of one process would both hold."""
+        path = self.journal.lock_path(group)
         with self._lock:
-            thread_lock = self._group_locks.setdefault(group, threading.Lock())
+            thread_lock = self._group_locks.setdefault(path.name, threading.Lock())
         with thread_lock:
-            folder = self.journal.ensure_group(group)
-            fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self.journal.ensure_group(group)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                yield folder
+                yield
             finally:
                 os.close(fd)
 
@@ -316,14 +332,14 @@ class FileIndex(NetWriteIndex):
                 change(wal.INSERT, self._base_count_newer(view, sort_key, member), member, sort_key)
         return changes
 
-    def _append(self, folder: Path, view: GroupView, changes: list) -> int:
+    def _append(self, group: str, view: GroupView, changes: list) -> int:
         """Append one record to the group's log (created, or cut back to its last good record);
         returns the open fd, for the caller to fsync."""
-        path = folder / f"log.{view.generation}"
+        path = self.journal.log_path(group, view.generation)
         if view.log_id is None:
-            temporary = folder / f"log.tmp.{os.getpid()}"
+            temporary = path.with_name(f"{self.journal.digest(group)}.logtmp.{os.getpid()}")
             with open(temporary, "wb") as out:
-                out.write(wal.encode_header(view.generation, time.time_ns() // 1000))
+                out.write(wal.encode_header(view.generation, time.time_ns() // 1000, group))
             os.replace(temporary, path)  # made durable with the record, by sync_batch()
         fd = os.open(path, os.O_WRONLY)
         if view.torn:
@@ -341,12 +357,12 @@ class FileIndex(NetWriteIndex):
         written, due = [], []
         try:
             for group in groups:
-                with self._locked(group) as folder:
+                with self._locked(group):
                     view = self._view(group)
                     changes = self._resolve(view, adds.get(group, []), removes.get(group, []))
                     if not changes:
                         continue
-                    written.append((self._append(folder, view, changes), folder))
+                    written.append((self._append(group, view, changes), self.journal.folder(group)))
                     with self._lock:
                         if self._pending is not None:
                             self._pending.add(group)
@@ -446,8 +462,9 @@ class FileIndex(NetWriteIndex):
 
     def _drop_logs(self, group: str, *, keep: int) -> None:
         """Remove the logs of older generations (folded in already; the lock is held)."""
-        for stale in self.journal.group_dir(group).glob("log.*"):
-            if stale.name != f"log.{keep}":
+        current = self.journal.log_path(group, keep)
+        for stale in self.journal.logs(group):
+            if stale != current:
                 stale.unlink(missing_ok=True)
 
     # --- commit --------------------------------------------------------------------------------
@@ -497,7 +514,7 @@ class FileIndex(NetWriteIndex):
         its first call at every group (logs a previous process left). Returns the groups committed."""
         with self._lock:
             if self._pending is None:
-                candidates = set(self.journal.names())
+                candidates = set(self.journal.logged_names())
                 self._pending = set()
             else:
                 candidates, self._pending = self._pending, set()
@@ -514,7 +531,7 @@ class FileIndex(NetWriteIndex):
         return committed
 
     def pending_groups(self) -> list[str]:
-        return [group for group in self.journal.names() if self._view(group).log_id is not None]
+        return [group for group in self.journal.logged_names() if self._view(group).log_id is not None]
 
     def clear(self) -> None:
         self.storage.clear()

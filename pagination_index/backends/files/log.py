@@ -1,7 +1,7 @@
 """The write-ahead log of one group: changes on top of one generation, until a commit folds them in.
 
-A log file `log.<generation>` starts with a header (b"PIDXLOG1", the generation it applies to, its
-creation time in µs, a CRC-32) and holds records: payload length (u32), CRC-32 of the payload (u32),
+A log file `<digest>.log.<generation>` starts with a header (b"PIDXLOG2", the generation it applies
+to, its creation time in µs, the group's name: length (u16) and UTF-8, a CRC-32) and holds records: payload length (u32), CRC-32 of the payload (u32),
 payload. One record per group per batch, so a reader sees a batch whole or not at all. A record cut
 short (a crash mid-append) or failing its checksum ends the log: it and anything after it are
 skipped, and the next writer truncates it away before appending.
@@ -25,26 +25,41 @@ from pagination_index.sortkeys import micros_sort_key
 
 from ..base import Entry, is_newer
 
-MAGIC = b"PIDXLOG1"
-HEADER = struct.Struct(">8sQqI")
+MAGIC = b"PIDXLOG2"
+MAGIC_V1 = b"PIDXLOG1"  # the older layout's logs (no name): storage.upgrade() reads them
+HEADER = struct.Struct(">8sQqH")
+_HEADER_V1 = struct.Struct(">8sQqI")
+_CRC = struct.Struct(">I")
 RECORD = struct.Struct(">II")
 OP = struct.Struct(">cQqH")
 INSERT, UNINSERT, DELETE, UNDELETE = b"I", b"X", b"D", b"U"
 
 
-def encode_header(generation: int, created_us: int) -> bytes:
-    head = HEADER.pack(MAGIC, generation, created_us, 0)[:-4]
-    return head + struct.pack(">I", zlib.crc32(head))
+def encode_header(generation: int, created_us: int, group: str) -> bytes:
+    name = group.encode()
+    head = HEADER.pack(MAGIC, generation, created_us, len(name)) + name
+    return head + _CRC.pack(zlib.crc32(head))
 
 
-def decode_header(data: bytes) -> tuple[int, int] | None:
-    """(generation, created µs), or None for a missing or torn header."""
-    if len(data) < HEADER.size:
+def decode_header(data: bytes) -> tuple[int, int, str, int] | None:
+    """(generation, created µs, group, header size), or None for a missing or torn header."""
+    if len(data) < HEADER.size or data[:8] != MAGIC:
         return None
-    magic, generation, created, crc = HEADER.unpack_from(data)
-    if magic != MAGIC or crc != zlib.crc32(data[: HEADER.size - 4]):
+    magic, generation, created, length = HEADER.unpack_from(data)
+    end = HEADER.size + length
+    if len(data) < end + _CRC.size or _CRC.unpack_from(data, end)[0] != zlib.crc32(data[:end]):
         return None
-    return generation, created
+    return generation, created, data[HEADER.size:end].decode(), end + _CRC.size
+
+
+def decode_header_v1(data: bytes) -> tuple[int, int, int] | None:
+    """(generation, created µs, header size) of the older layout's log, or None."""
+    if len(data) < _HEADER_V1.size:
+        return None
+    magic, generation, created, crc = _HEADER_V1.unpack_from(data)
+    if magic != MAGIC_V1 or crc != zlib.crc32(data[: _HEADER_V1.size - 4]):
+        return None
+    return generation, created, _HEADER_V1.size
 
 
 def encode_record(changes: list[tuple[bytes, int, int, str]]) -> bytes:

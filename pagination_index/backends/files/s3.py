@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 import aws
 
 from .format import HEADER_READ, Header, decode_header
-from .storage import GenerationFile
+from .storage import GenerationFile, Opened
 
 
 class S3Generation:
@@ -90,11 +90,11 @@ class S3Storage:
     def stamp(self, group: str):
         return self._manifest(group)[0]
 
-    def open(self, group: str) -> S3Generation | None:
+    def open(self, group: str) -> Opened:
         etag, manifest = self._manifest(group)
         if manifest is None:
-            return None
-        return S3Generation(self, manifest["key"], decode_header(base64.b64decode(manifest["header"])), etag)
+            return Opened(etag, None)
+        return Opened(etag, S3Generation(self, manifest["key"], decode_header(base64.b64decode(manifest["header"])), etag))
 
     def forget(self, group: str) -> None:
         with self._lock:
