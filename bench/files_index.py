@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         index.replace(GROUP, data)
         build = time.perf_counter() - started
-        file_bytes = (index.storage.group_dir(GROUP) / "data").stat().st_size
+        file_bytes = index.storage.footprint(GROUP)
         report["bytes_per_entry"] = round(file_bytes / size, 3)
         report["file_bytes"] = file_bytes
         report["bulk_build"] = {"seconds": round(build, 3), "entries_per_second": round(size / build)}

@@ -17,8 +17,8 @@ whose sizes follow a Zipf-like law from 300 to 5,000,000 comments (`product_size
 in its product's group and one of five rating groups, so entries = 2 x comments. A product's
 comments are made by numpy from its number (keys strictly newest first, uuid members, ratings).
 
-- files: `FileIndex.replace_records()` (the generation writer under `replace()`: one file per
-  group, written, fsynced and renamed) in 2 processes;
+- files: `FileIndex.replace_records()` (the generation writer under `replace()`: each group's
+  generation appended to its pack, or written to a file of its own from 1 MiB, fsynced) in 2 processes;
 - redis, redis-cluster, relational and dynamodb: `replace()` itself, fed text entries numpy formats
   a product at a time (the formatting is in the build's time, a few tenths of a microsecond an entry).
 
@@ -402,12 +402,15 @@ def _server(backend, redis_server, cluster, dynamodb) -> dict:
 
 def _size(backend, folder, server, database, before, entries, options, sizes) -> dict:
     if backend == "files":
-        files = [path for path in (folder / "index").rglob("data")]
+        # Every file of the index (packs, groups' own files, empty lock files, the layout's marker)
+        # and, in disk blocks, the folders too.
+        files = [path for path in (folder / "index").rglob("*") if path.is_file()]
         data = sum(path.stat().st_size for path in files)
         blocks = int(subprocess.run(["du", "-s", "--block-size=1", str(folder / "index")], capture_output=True,
                                     text=True, check=True).stdout.split()[0])
-        return {"files": len(files), "file_bytes": data, "bytes_per_entry": data / entries,
-                "disk_blocks_bytes": blocks, "disk_bytes_per_entry": blocks / entries}
+        return {"files": len(files), "packs": sum(path.suffix == ".pack" for path in files),
+                "own_files": sum(path.suffix[1:].isdigit() for path in files), "file_bytes": data,
+                "bytes_per_entry": data / entries, "disk_blocks_bytes": blocks, "disk_bytes_per_entry": blocks / entries}
     if backend == "redis":
         used = _redis_memory(server) - before
         return {"used_memory_bytes": used, "bytes_per_entry": used / entries}

@@ -3,6 +3,7 @@ commit step (real SIGKILLs). The contract suite runs on it in test_backends.py."
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import random
 import signal
@@ -37,6 +38,11 @@ def generation_bytes(index: FileIndex, group: str) -> bytes | None:
         return None
     header = generation.header
     return os.pread(generation.handle.fd, header.data_offset + header.count * header.record_size, generation.base)
+
+
+def same_pack(index: FileIndex, group: str) -> str:
+    """Another group whose generations go to the same pack as `group`'s."""
+    return next(f"n{n}" for n in itertools.count() if index.storage.bucket(f"n{n}") == index.storage.bucket(group))
 
 
 def log_files(index: FileIndex, group: str) -> list[Path]:
@@ -303,12 +309,16 @@ class PausingStorage(LocalStorage):
         plain = super().temporary(group)
         return Pausing(plain.path, plain.fd)
 
-    def _append_records(self, fd, end, header_length, written, length):
-        super()._append_records(fd, end, header_length, written, length)
+    def _append_records(self, fd, end, header_length, chunks):
+        super()._append_records(fd, end, header_length, chunks)
         self.pause("records-appended")  # in the pack, its header not yet written
 
     def publish(self, group, generation, written):
         super().publish(group, generation, written)
+        self.pause("published")
+
+    def publish_records(self, group, header, chunks):
+        super().publish_records(group, header, chunks)
         self.pause("published")
 
 
@@ -344,8 +354,11 @@ def expected_after(entries: list, ops: list) -> list:
     return newest_first(model.items())
 
 
-@pytest.mark.parametrize("size", [100_000, 5_000])  # a file of its own; in the pack
-@pytest.mark.parametrize("step", ["mid-merge", "written", "records-appended", "published", "before-drop"])
+@pytest.mark.parametrize(("step", "size"), [
+    # A large group: its generation written to a file of its own, renamed, pointed at from its pack.
+    *((step, 100_000) for step in ["mid-merge", "written", "records-appended", "published", "before-drop"]),
+    # A small one: appended to its pack from memory.
+    *((step, 5_000) for step in ["records-appended", "published", "before-drop"])])
 def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step, size):
     rng = random.Random(3)
     path = tmp_path / "index"
@@ -436,15 +449,25 @@ def test_check_integrity_finds_a_repeated_member_a_misordered_record_and_a_bad_c
     members = [uuid_member(rng) if layout == "uuid" else f"m{n:02d}" for n in range(10)]
     entries = [(member, sk(100 - n)) for n, member in enumerate(members)]  # newest first
     fmt_layout, size = fmt.layout_for(members)
+    neighbour = same_pack(index, "g")
 
-    def publish(records, crc=None):
+    def publish(records, corrupt=False):
         data = fmt.encode_records(records, fmt_layout, size)
         header = fmt.encode_header(group="g", layout=fmt_layout, record_size=size, count=len(records),
-                                   generation=1, records_crc=zlib.crc32(data) if crc is None else crc)
+                                   generation=1, records_crc=zlib.crc32(data))
         written = index.storage.temporary("g")
         written.write(header + data)
-        index.storage.publish("g", 1, written)  # a new file: readers see it at once
+        index.storage.publish("g", 1, written)  # appended to its pack: readers see it at once
         written.discard()
+        index.replace(neighbour, [("n", sk(1))])  # after it in the pack
+        if corrupt:  # the last byte of its records (a member's, or padding): order and members hold
+            generation = index.storage.open("g").generation
+            end = generation.base + generation.header.data_offset + len(data)
+            with open(index.storage.pack_path("g"), "r+b") as pack:
+                pack.seek(end - 1)
+                last = pack.read(1)
+                pack.seek(end - 1)
+                pack.write(bytes([last[0] ^ 1]))
         return index.check_integrity("g")
 
     assert publish(entries) == []
@@ -452,7 +475,7 @@ def test_check_integrity_finds_a_repeated_member_a_misordered_record_and_a_bad_c
     assert any("appears twice" in p for p in publish(repeated))
     swapped = entries[:3] + [entries[4], entries[3]] + entries[5:]  # across the boundary of chunks 1 and 2
     assert any("out of order" in p for p in publish(swapped))
-    assert any("checksum" in p for p in publish(entries, crc=12345))
+    assert any("checksum" in p for p in publish(entries, corrupt=True))
 
 
 def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
@@ -490,3 +513,27 @@ def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
     live.discard()
     assert index.count("g") == 1 and index.check_integrity("g") == []
     assert not list(folder.glob(f"{digest}.tmp.*"))
+
+
+def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cuts_it_off(index):
+    """An append is one flush: a crash before it ends can leave the new generation's header on disk
+    without all its records. A scan checks the pack's last generation against its records' checksum."""
+    rng = random.Random(8)
+    first = [(uuid_member(rng), sk(n)) for n in range(100)]
+    index.replace("g", first)
+    path = index.storage.pack_path("g")
+    whole = path.stat().st_size
+    records = fmt.uuid_records(dict((uuid_member(rng), sk(n)) for n in range(50))).view("u1").tobytes()
+    header = fmt.encode_header(group="g", layout=fmt.UUID24, record_size=24, count=50, generation=2,
+                               records_crc=zlib.crc32(records))
+    with open(path, "ab") as pack:  # the header and half the records made it to disk
+        pack.write(header + records[: len(records) // 2] + bytes(len(records) - len(records) // 2))
+    reader = FileIndex(index.options)
+    assert reader.count("g") == 100 and reader.range("g", 0, 100) == newest_first(first)
+    neighbour = same_pack(index, "g")
+    reader.add_many(neighbour, [("n", sk(1))])
+    reader.commit(neighbour)  # the next append to the pack: the torn generation goes
+    assert path.stat().st_size > whole and reader.range("g", 0, 100) == newest_first(first)
+    assert FileIndex(index.options).count(neighbour) == 1 and reader.check_integrity("g") == []
+    with open(path, "rb") as pack:
+        assert pack.read()[whole:].count(records[:24]) == 0  # cut off, not left inside the pack

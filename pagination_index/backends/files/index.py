@@ -255,8 +255,11 @@ class FileIndex(NetWriteIndex):
         with self._lock:
             thread_lock = self._group_locks.setdefault(path.name, threading.Lock())
         with thread_lock:
-            self.journal.ensure_group(group)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
+            except FileNotFoundError:
+                self.journal.ensure_group(group)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
@@ -435,6 +438,25 @@ class FileIndex(NetWriteIndex):
     def _publish(self, group: str, layout: int, size: int, count: int, chunks: list, view: GroupView | None = None) -> None:
         """Write records as the group's next generation and publish it; with `view`, the caller
         holds the group's lock and read the view under it (a commit)."""
+        if self.storage is self.journal and fmt.header_size(group) + count * size < self.journal.EXTERNAL_BYTES:
+            # Small, and local: straight into the group's pack.
+            crc = 0
+            for chunk in chunks:
+                crc = zlib.crc32(chunk, crc)
+
+            def swap(view: GroupView) -> None:
+                generation = view.generation + 1
+                self.journal.publish_records(group, fmt.encode_header(
+                    group=group, layout=layout, record_size=size, count=count, generation=generation,
+                    records_crc=crc), chunks)
+                self._drop_logs(group, keep=generation)
+
+            if view is not None:
+                swap(view)
+                return
+            with self._locked(group):
+                swap(self._view(group))
+            return
         out = self.journal.temporary(group)
         try:
             out.reserve_header(group)
@@ -455,7 +477,8 @@ class FileIndex(NetWriteIndex):
         generation = view.generation + 1
         out.finish(fmt.encode_header(group=group, layout=layout, record_size=size, count=out.count,
                                      generation=generation, records_crc=out.crc))
-        self.journal.remove_temporary(group)  # dead writers' leftovers; `out` is locked, so stays
+        if self.storage is not self.journal:  # (a local publish tidies them itself)
+            self.journal.remove_temporary(group)  # dead writers' leftovers; `out` is locked, so stays
         self.storage.publish(group, generation, out)
         self.storage.forget(group)  # our own next read looks at the new generation at once
         self._drop_logs(group, keep=generation)

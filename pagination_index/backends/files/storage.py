@@ -91,7 +91,7 @@ class GenerationFile:
     """A generation being written, `<folder>/<stem>.tmp.<random>` (the stem: the group's digest, or
     a pack's for its compaction): the header's room first, then the records as they come (a rebuild
     streams a group of any size through it, so nothing holds the group), then finish() writes the
-    header in that room and fsyncs.
+    header in that room (publish() makes it durable where it goes).
 
     The writer holds flock(2) on its file from before the file has that name (it is created as
     `<stem>.new.<random>`, locked, then renamed), so a committer in the pack (remove_abandoned, under
@@ -154,7 +154,11 @@ class GenerationFile:
         if len(header) != self.header_room:
             raise ValueError(f"a header of {len(header)} bytes for room of {self.header_room}")
         os.pwrite(self.fd, header, 0)
-        os.fsync(self.fd)
+
+    def pieces(self, size: int = 8 << 20):
+        """The records written, a piece of at most `size` bytes at a time."""
+        for offset in range(self.header_room, self.size, size):
+            yield os.pread(self.fd, min(size, self.size - offset), offset)
 
     def discard(self) -> None:
         """Close; the file goes unless it was published (renamed away) already."""
@@ -166,16 +170,15 @@ class GenerationFile:
             self._writing.discard(self.path)
 
     @classmethod
-    def remove_abandoned(cls, folder: Path, prefix: str) -> None:
+    def remove_abandoned(cls, folder: Path, prefix: str, listed: list[str] | None = None) -> None:
         """Files of dead writers in `folder` whose names start with `prefix` (a pack's: its groups'
-        and its own compactions')."""
+        and its own compactions'); `listed`: the folder's names, listed already."""
         now = time.time()
         try:
-            # One listing (a bulk build publishes 600,000 groups).
-            names = [name for name in os.listdir(folder)
-                     if name.startswith(prefix) and (".new." in name or ".tmp." in name)]
+            listed = os.listdir(folder) if listed is None else listed
         except FileNotFoundError:
             return
+        names = [name for name in listed if name.startswith(prefix) and (".new." in name or ".tmp." in name)]
         with cls._writing_lock:
             names = [name for name in names if folder / name not in cls._writing]
         for name in names:
@@ -225,10 +228,18 @@ class Pack:
         return self.end - sum(entry.length for entry in self.entries.values())
 
 
+def _records_intact(fd: int, start: int, header: Header) -> bool:
+    crc, end = 0, start + header.count * header.record_size
+    for offset in range(start, end, 8 << 20):
+        crc = zlib.crc32(os.pread(fd, min(8 << 20, end - offset), offset), crc)
+    return crc == header.records_crc
+
+
 def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack:
     """Read a pack's generation headers from the start, or on from `known` (a scan of the same
     file: a pack only grows, by whole generations, until a compaction renames a new file over it).
-    The scan stops at the first header that fails its checks or whose records run past `size`."""
+    The scan stops at the first header that fails its checks or whose records run past `size`, and
+    at a last generation whose records fail their checksum (LocalStorage._append)."""
     entries, offset = (dict(known.entries), known.end) if known is not None else ({}, 0)
     while offset < size:
         try:
@@ -238,6 +249,8 @@ def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) 
         length = header.data_offset + header.count * header.record_size
         if offset + length > size:
             break
+        if offset + length == size and not _records_intact(handle.fd, offset + header.data_offset, header):
+            break  # the pack's last generation, torn by a crash before its append was flushed
         entries[header.group] = PackEntry(offset, header, length)
         offset += length
     return Pack(handle, inode, size, entries, offset)
@@ -301,8 +314,11 @@ class LocalStorage:
 
     def logs(self, group: str) -> list[Path]:
         """The group's log files, whatever their generation (and a killed writer's temporary log)."""
-        digest = self.digest(group)
-        return [path for path in self.folder(group).glob(f"{digest}.log*")]
+        folder, stem = self.folder(group), f"{self.digest(group)}.log"
+        try:
+            return [folder / name for name in os.listdir(folder) if name.startswith(stem)]
+        except FileNotFoundError:
+            return []
 
     def external_path(self, group: str, generation: int) -> Path:
         return self.folder(group) / f"{self.digest(group)}.{generation}"
@@ -408,35 +424,42 @@ class LocalStorage:
         return GenerationFile.create(self.ensure_group(group), self.digest(group))
 
     def publish(self, group: str, generation: int, written: GenerationFile) -> None:
-        """Make a finished (fsynced) generation file the group's: a large one renamed to a file of its
-        own with a pointer appended to the pack, a small one appended to the pack whole; then the
-        group's older own files go, and the pack is compacted if its garbage has grown."""
-        folder = self.ensure_group(group)
+        """Make a finished generation file the group's: a large one renamed to a file of its own with
+        a pointer appended to the pack, a small one appended to the pack whole."""
         if written.size >= self.EXTERNAL_BYTES:
+            folder = self.ensure_group(group)
+            os.fsync(written.fd)
             os.replace(written.path, self.external_path(group, generation))
             fsync_dir(folder)
             pointer = encode_header(group=group, layout=EXTERNAL, record_size=0, count=0,
                                     generation=generation, records_crc=0)
-            pack = self._append(group, pointer, None, 0)
+            self._append(group, pointer, [], own=generation)
         else:
             header = os.pread(written.fd, written.header_room, 0)
-            pack = self._append(group, header, written, written.size - written.header_room)
-        digest = self.digest(group)
-        keep = str(generation) if written.size >= self.EXTERNAL_BYTES else None
-        for path in folder.glob(f"{digest}.*"):
-            suffix = path.name[len(digest) + 1:]
-            if suffix.isdigit() and suffix != keep:
-                path.unlink(missing_ok=True)  # readers holding it open keep reading it
-        if pack.garbage > max(self.COMPACT_MIN_BYTES, (pack.end - pack.garbage) // 4):
-            self.compact(group)
+            self._append(group, header, written.pieces())
 
-    def _append(self, group: str, header: bytes, written: GenerationFile | None, length: int) -> Pack:
-        """Append one generation (its header, and `length` bytes of records from `written`) to the
-        group's pack: the records, fdatasync, then the header over the zeros before them, fdatasync,
-        so a generation is whole on disk before a scan can take it."""
+    def publish_records(self, group: str, header: bytes, chunks: list) -> None:
+        """Append a small generation held in memory (header, then its records in `chunks`) to the
+        group's pack, with no file of its own on the way (a commit's, a bulk build's)."""
+        self._append(group, header, chunks)
+
+    def _append(self, group: str, header: bytes, chunks, own: int | None = None) -> None:
+        """Append one generation (its header and its records, from `chunks`) to the group's pack:
+        the records, then the header over the zeros before them (a reader on this host sees the
+        generation whole or not at all), then one fdatasync. A crash before that flush ends can
+        leave the header on disk and not all the records: a scan checks the last generation's
+        records against their checksum, so such a one is never read and the next append cuts it
+        off. Then, in one listing of the folder, the group's older own files go (`own`: the one
+        that stays) with dead writers' files of the pack; and the pack is compacted once its
+        garbage passes a quarter of it."""
         path = self.pack_path(group)
-        created = not path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
+            created = False
+        except FileNotFoundError:
+            self.ensure_group(group)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            created = True
         try:
             pack = self._pack(group, fd)
             if pack.end < pack.size:  # an append killed midway: at most one generation's bytes
@@ -445,25 +468,35 @@ class LocalStorage:
                                       "more than an append leaves: a damaged pack (rebuild_index the groups in it)")
                 os.ftruncate(fd, pack.end)
             end = pack.end
-            self._append_records(fd, end, len(header), written, length)
+            self._append_records(fd, end, len(header), chunks)
             os.pwrite(fd, header, end)
             os.fdatasync(fd)
             if created:
                 fsync_dir(path.parent)
-            return self._pack(group, fd)
+            pack = self._pack(group, fd)
         finally:
             os.close(fd)
+        folder, stem = path.parent, f"{self.digest(group)}."
+        names = os.listdir(folder)  # (not glob: a pattern per group costs more than the append)
+        for name in names:
+            suffix = name[len(stem):]
+            if name.startswith(stem) and suffix.isdigit() and suffix != str(own):
+                (folder / name).unlink(missing_ok=True)  # readers holding it open keep reading it
+        GenerationFile.remove_abandoned(folder, self.bucket(group), names)
+        if pack.garbage > max(self.COMPACT_MIN_BYTES, (pack.end - pack.garbage) // 4):
+            self.compact(group)
 
     @staticmethod
-    def _append_records(fd: int, end: int, header_length: int, written: GenerationFile | None, length: int) -> None:
-        """Zeros where the header goes (a scan stops there), the records after them, made durable."""
+    def _append_records(fd: int, end: int, header_length: int, chunks) -> None:
+        """Zeros where the header goes (a scan stops there until the header is written), the records after them."""
         os.pwrite(fd, bytes(header_length), end)
-        copied = 0
-        while copied < length:
-            data = os.pread(written.fd, min(length - copied, 8 << 20), written.header_room + copied)
-            os.pwrite(fd, data, end + header_length + copied)
-            copied += len(data)
-        os.fdatasync(fd)
+        offset = end + header_length
+        for chunk in chunks:
+            view = memoryview(chunk).cast("B")
+            written = 0
+            while written < len(view):
+                written += os.pwrite(fd, view[written:], offset + written)
+            offset += written
 
     def compact(self, group: str) -> None:
         """Write the pack's live generations to a new file and rename it over the pack (the caller
