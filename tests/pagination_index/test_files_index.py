@@ -235,8 +235,10 @@ def test_maintain_commits_logs_older_than_commit_seconds(tmp_path):
 
 def test_groups_share_packs_in_256_folders_and_no_group_has_a_folder_or_file_of_its_own(index):
     """Disk blocks follow the entries, not the groups: small groups' generations share a pack file
-    (4,096 packs however many groups), in 256 folders."""
-    groups = [f"SKU-{n}/5" for n in range(300)]
+    (65,536 packs however many groups), in 256 folders."""
+    groups = [f"SKU-{n}/5" for n in range(200)]
+    groups += [same_pack(index, groups[0]), next(f"m{n}" for n in itertools.count()
+                                                 if index.storage.bucket(f"m{n}") == index.storage.bucket(groups[0]))]
     index.apply([Add(group, uuid.uuid4().hex, sk(1)) for group in groups])
     for group in groups:
         index.commit(group)
@@ -246,10 +248,12 @@ def test_groups_share_packs_in_256_folders_and_no_group_has_a_folder_or_file_of_
     files = [path for folder in folders for path in folder.iterdir()]
     assert {path.suffix for path in files} == {".pack", ".lock"}  # logs folded, no temporaries left
     packs = [path for path in files if path.suffix == ".pack"]
-    assert len(packs) < len(groups)  # 300 groups in 4,096 packs: some share one (11 expected)
-    assert all(len(path.stem) == 3 and path.stem.startswith(path.parent.name) for path in packs)
+    assert len(packs) < len(groups)
+    assert all(len(path.stem) == 4 and path.stem.startswith(path.parent.name) for path in packs)
+    with open(index.storage.pack_path(groups[0]), "rb") as pack:
+        assert pack.read().count(b"PIDXFILE") == 3  # three groups' generations, one after another
     assert index.groups() == sorted(groups)
-    assert index.storage.pack_path("SKU-1/5").parent.parent == root
+    assert index.storage.pack_path(groups[0]).parent.parent == root
 
 
 def test_commit_index_command(index, settings):
@@ -399,7 +403,7 @@ def test_a_committer_killed_at_each_step_leaves_reads_correct(tmp_path, step, si
     digest, generation = after.storage.digest("big"), after.storage.open("big").generation.header.generation
     own = [f"{digest[:2]}/{digest}.{generation}"] if size > 50_000 else []
     assert sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file()) == sorted(
-        ["LAYOUT", f"{digest[:2]}/{digest[:3]}.lock", f"{digest[:2]}/{digest[:3]}.pack", *own])
+        ["LAYOUT", f"{digest[:2]}/{digest[:4]}.lock", f"{digest[:2]}/{digest[:4]}.pack", *own])
 
 
 def test_log_records_decode_what_was_encoded():
@@ -487,13 +491,13 @@ def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
     folder, digest = live.path.parent, index.journal.digest("g")
     dead = folder / f"{digest}.tmp.0123456789abcdef"  # a writer killed mid-write: nobody holds it
     dead.write_bytes(b"half")
-    compaction = folder / f"{digest[:3]}.tmp.0123456789abcdef"  # the pack's compaction, killed
+    compaction = folder / f"{digest[:4]}.tmp.0123456789abcdef"  # the pack's compaction, killed
     compaction.write_bytes(b"half")
     fresh, stale = folder / f"{digest}.new.aaaaaaaaaaaaaaaa", folder / f"{digest}.new.bbbbbbbbbbbbbbbb"
     fresh.write_bytes(b"")  # a writer between open() and flock(): left for GRACE_SECONDS
     stale.write_bytes(b"")
     os.utime(stale, (time.time() - 3600, time.time() - 3600))
-    neighbour = folder / f"{digest[:2]}{'0' if digest[2] != '0' else '1'}{'0' * 29}.tmp.0123456789abcdef"
+    neighbour = folder / f"{digest[:3]}{'0' if digest[3] != '0' else '1'}{'0' * 28}.tmp.0123456789abcdef"
     neighbour.write_bytes(b"half")  # another pack's: its own committers tidy it, under its lock
     other = FileIndex(index.options)  # another process's view: flock conflicts across open files
     other.add_many("g", [(uuid.uuid4().hex, sk(2))])

@@ -265,9 +265,9 @@ def _digest(group: str) -> str:
 
 
 class LocalStorage:
-    """PATH/ab/: the groups whose sha256 starts with `ab`, in 16 packs (`abc.pack`, a group in the pack
-    of its digest's first three hex digits: 4,096 packs, however many groups) with their locks
-    (`abc.lock`), the generations of EXTERNAL_BYTES or more that live in files of their own
+    """PATH/ab/: the groups whose sha256 starts with `ab`, in 256 packs (`abcd.pack`, a group in the
+    pack of its digest's first four hex digits: 65,536 packs, however many groups) with their locks
+    (`abcd.lock`), the generations of EXTERNAL_BYTES or more that live in files of their own
     (`<digest>.<generation>`), the groups' logs (`<digest>.log.<generation>`) and files being written.
 
     A pack is generations one after another (format.py), appended under the pack's lock: the records,
@@ -278,7 +278,10 @@ class LocalStorage:
     quarter of the pack) writes the live ones to a new file renamed over the pack. Readers take no
     lock: a scan stops at the first incomplete generation, so an append under way is invisible."""
 
-    BUCKET_DIGITS = 3
+    # 65,536 packs: at 600,000 groups about 9 a pack, so a reader's first look at a pack reads 9
+    # headers; a pack's file rounds up to 4 KiB, 0.27 bytes an entry at 500,000,000 (4,096 packs:
+    # 146 headers, 0.02 bytes).
+    BUCKET_DIGITS = 4
     # A generation this big (about 43,000 entries) gets a file of its own: appending it would hold
     # the pack's lock, and a compaction would copy it, for its neighbours' commits.
     EXTERNAL_BYTES = 1 << 20
