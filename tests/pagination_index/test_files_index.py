@@ -314,8 +314,9 @@ class PausingStorage(LocalStorage):
         return Pausing(plain.path, plain.fd)
 
     def _append_records(self, fd, end, header_length, chunks):
-        super()._append_records(fd, end, header_length, chunks)
+        written = super()._append_records(fd, end, header_length, chunks)
         self.pause("records-appended")  # in the pack, its header not yet written
+        return written
 
     def publish(self, group, generation, written):
         super().publish(group, generation, written)

@@ -228,6 +228,12 @@ class Pack:
         return self.end - sum(entry.length for entry in self.entries.values())
 
 
+# Records up to this size are appended with their header and one flush, and a scan checks the pack's
+# last generation against its checksum when it is this small (at most about 40 µs); larger ones are
+# flushed before their header is written, so their header on disk says they are whole.
+ONE_FLUSH_BYTES = 64 << 10
+
+
 def _records_intact(fd: int, start: int, header: Header) -> bool:
     crc, end = 0, start + header.count * header.record_size
     for offset in range(start, end, 8 << 20):
@@ -249,7 +255,8 @@ def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) 
         length = header.data_offset + header.count * header.record_size
         if offset + length > size:
             break
-        if offset + length == size and not _records_intact(handle.fd, offset + header.data_offset, header):
+        if (offset + length == size and length - header.data_offset <= ONE_FLUSH_BYTES
+                and not _records_intact(handle.fd, offset + header.data_offset, header)):
             break  # the pack's last generation, torn by a crash before its append was flushed
         entries[header.group] = PackEntry(offset, header, length)
         offset += length
@@ -452,7 +459,8 @@ class LocalStorage:
         generation whole or not at all), then one fdatasync. A crash before that flush ends can
         leave the header on disk and not all the records: a scan checks the last generation's
         records against their checksum, so such a one is never read and the next append cuts it
-        off. Then, in one listing of the folder, the group's older own files go (`own`: the one
+        off. Records over ONE_FLUSH_BYTES (which a scan does not check) are flushed before their
+        header is written. Then, in one listing of the folder, the group's older own files go (`own`: the one
         that stays) with dead writers' files of the pack; and the pack is compacted once its
         garbage passes a quarter of it."""
         path = self.pack_path(group)
@@ -471,7 +479,8 @@ class LocalStorage:
                                       "more than an append leaves: a damaged pack (rebuild_index the groups in it)")
                 os.ftruncate(fd, pack.end)
             end = pack.end
-            self._append_records(fd, end, len(header), chunks)
+            if self._append_records(fd, end, len(header), chunks) > ONE_FLUSH_BYTES:
+                os.fdatasync(fd)
             os.pwrite(fd, header, end)
             os.fdatasync(fd)
             if created:
@@ -490,8 +499,9 @@ class LocalStorage:
             self.compact(group)
 
     @staticmethod
-    def _append_records(fd: int, end: int, header_length: int, chunks) -> None:
-        """Zeros where the header goes (a scan stops there until the header is written), the records after them."""
+    def _append_records(fd: int, end: int, header_length: int, chunks) -> int:
+        """Zeros where the header goes (a scan stops there until the header is written), the records
+        after them; returns the records' bytes."""
         os.pwrite(fd, bytes(header_length), end)
         offset = end + header_length
         for chunk in chunks:
@@ -500,6 +510,7 @@ class LocalStorage:
             while written < len(view):
                 written += os.pwrite(fd, view[written:], offset + written)
             offset += written
+        return offset - end - header_length
 
     def compact(self, group: str) -> None:
         """Write the pack's live generations to a new file and rename it over the pack (the caller
