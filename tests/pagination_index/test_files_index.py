@@ -542,3 +542,65 @@ def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cut
     assert FileIndex(index.options).count(neighbour) == 1 and reader.check_integrity("g") == []
     with open(path, "rb") as pack:
         assert pack.read()[whole:].count(records[:24]) == 0  # cut off, not left inside the pack
+
+
+def write_old_layout(root: Path, group: str, entries: list, log_changes: list | None, generation: int = 1) -> None:
+    """A group as the older layout kept it: PATH/ab/cd/<digest>/ with `name`, `data` (a generation
+    file, the format unchanged) and `log.<generation>` (b"PIDXLOG1" header: no name)."""
+    import hashlib
+    import struct
+
+    digest = hashlib.sha256(group.encode()).hexdigest()[:32]
+    folder = root / digest[:2] / digest[2:4] / digest
+    folder.mkdir(parents=True)
+    (folder / "name").write_bytes(group.encode())
+    (folder / "lock").write_bytes(b"")
+    if entries:
+        layout, size = fmt.layout_for(member for member, _ in entries)
+        records = fmt.encode_records(newest_first(entries), layout, size)
+        (folder / "data").write_bytes(fmt.encode_header(group=group, layout=layout, record_size=size, count=len(entries),
+                                                        generation=generation, records_crc=zlib.crc32(records)) + records)
+    if log_changes is not None:
+        base = 0 if not entries else generation
+        head = struct.pack(">8sQq", b"PIDXLOG1", base, 1_700_000_000_000_000)
+        (folder / f"log.{base}").write_bytes(head + struct.pack(">I", zlib.crc32(head)) + wal.encode_record(log_changes))
+
+
+def test_migrate_files_index_moves_the_older_layout_into_packs_keeping_generations_and_logs(tmp_path, settings):
+    from django.core.management import CommandError
+
+    from pagination_index.backends.base import IndexUnavailable
+
+    root = tmp_path / "index"
+    options = {"PATH": str(root), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": options}
+    rng = random.Random(12)
+    small = [(uuid_member(rng), sk(n)) for n in range(1, 300)]
+    large = [(uuid_member(rng), sk(n)) for n in range(1, 50_001)]  # 1.2 MB: a file of its own
+    newest = (uuid_member(rng), sk(900_000))
+    write_old_layout(root, "small", small, [(wal.DELETE, 0, fmt.encode_key(newest_first(small)[0][1]), newest_first(small)[0][0]),
+                                           (wal.INSERT, 0, fmt.encode_key(newest[1]), newest[0])], generation=4)
+    write_old_layout(root, "large", large, None, generation=2)
+    write_old_layout(root, "logged", [], [(wal.INSERT, 0, fmt.encode_key(sk(5)), "Café")])
+    with pytest.raises(IndexUnavailable, match="migrate_files_index"):
+        FileIndex(options).count("small")  # refused, not misread: deep pages answer 503
+    out = __import__("io").StringIO()
+    call_command("migrate_files_index", dry_run=True, stdout=out)
+    assert "would move 3 groups" in out.getvalue()
+    call_command("migrate_files_index", stdout=out, stderr=__import__("io").StringIO())
+    assert "moved 3 groups" in out.getvalue()
+    index = FileIndex(options)
+    assert index.range("small", 0, 400) == [newest] + newest_first(small)[1:]
+    assert index.pending_changes("small") == 2 and index.storage.open("small").generation.header.generation == 4
+    assert index.range("large", 0, 50_000) == newest_first(large)
+    assert index.range("logged", 0, 5) == [("Café", sk(5))]
+    assert index.groups() == ["large", "logged", "small"] and index.pending_groups() == ["logged", "small"]
+    assert all(index.check_integrity(group) == [] for group in index.groups())
+    assert not list(root.glob("??/??")) and (root / "LAYOUT").exists()
+    assert len(list(root.glob("??/*.pack"))) == 2 and len(list(root.glob("??/*.2"))) == 1  # "logged" has only a log
+    index.commit("small")
+    assert index.range("small", 0, 400) == [newest] + newest_first(small)[1:] and index.pending_changes("small") == 0
+    call_command("migrate_files_index", stdout=out, stderr=__import__("io").StringIO())  # nothing left: harmless
+    with pytest.raises(CommandError):
+        settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex"}
+        call_command("migrate_files_index", stdout=out)

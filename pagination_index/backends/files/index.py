@@ -12,6 +12,7 @@ import bisect
 import fcntl
 import itertools
 import os
+import shutil
 import threading
 import time
 import zlib
@@ -552,6 +553,54 @@ class FileIndex(NetWriteIndex):
                 with self._lock:
                     self._pending.add(group)
         return committed
+
+    def old_layout_groups(self) -> list[Path]:
+        """The group folders of the older layout (PATH/ab/cd/<digest>/, one per group) still to upgrade."""
+        return sorted(self.journal.root.glob("??/??/*/name"))
+
+    def upgrade_group(self, name_file: Path) -> int:
+        """Move one group of the older layout into its pack (the same generation: its file appended
+        whole, or renamed to a file of its own when large) with its log (rewritten with the group's
+        name in its header), then remove its folder; returns its entries. Killed midway and run
+        again, it appends the same generation again (the last wins)."""
+        folder = name_file.parent
+        group = name_file.read_bytes().decode()
+        self.journal._layout_checked = True  # the older layout is what is being read
+        entries = 0
+        with self._locked(group):
+            data = folder / "data"
+            if data.exists():
+                with open(data, "rb") as source:
+                    header = fmt.decode_header(source.read(fmt.HEADER_READ))
+                    entries = header.count
+                    if data.stat().st_size >= self.journal.EXTERNAL_BYTES and self.storage is self.journal:
+                        own = self.journal.external_path(group, header.generation)
+                        own.unlink(missing_ok=True)  # a run killed after linking it
+                        os.link(data, own)  # (not rename: killed before the pointer, a rerun finds `data`)
+                        self.journal.publish_pointer(group, header.generation)
+                    elif self.storage is self.journal:
+                        source.seek(0)
+                        raw = source.read()
+                        self.journal.publish_records(group, raw[: header.data_offset], [raw[header.data_offset:]])
+            for log in folder.glob("log.*"):
+                suffix = log.name[4:]
+                raw = log.read_bytes()
+                old = wal.decode_header_v1(raw)
+                if not suffix.isdigit() or old is None or old[0] != int(suffix):
+                    continue  # a temporary or torn log: nothing was acknowledged from it
+                target = self.journal.log_path(group, old[0])
+                temporary = target.with_name(f"{self.journal.digest(group)}.logtmp.{os.getpid()}")
+                temporary.write_bytes(wal.encode_header(old[0], old[1], group) + raw[old[2]:])
+                os.replace(temporary, target)
+            shutil.rmtree(folder)
+        return entries
+
+    def finish_upgrade(self) -> None:
+        """The older layout's emptied folders go and the new layout's marker is written."""
+        for middle in self.journal.root.glob("??/??"):
+            if middle.is_dir():
+                shutil.rmtree(middle)  # emptied by upgrade_group: only its leftovers remain
+        self.journal.mark_layout()
 
     def pending_groups(self) -> list[str]:
         return [group for group in self.journal.logged_names() if self._view(group).log_id is not None]

@@ -335,12 +335,12 @@ class LocalStorage:
 
     def check_layout(self) -> None:
         """Refuse a folder of the older layout (a folder per group, PATH/ab/cd/<digest>/data):
-        `manage.py upgrade_files_index` converts it."""
+        `manage.py migrate_files_index` converts it."""
         if self._layout_checked:
             return
         if not (self.root / LAYOUT_FILE).exists() and any(self.root.glob("??/??/*/name")):
             raise CorruptFile(f"{self.root} holds the files index's older layout (a folder per group): "
-                              "stop sync_index and run `manage.py upgrade_files_index` once")
+                              "stop sync_index and run `manage.py migrate_files_index` once")
         self._layout_checked = True
 
     def ensure_group(self, group: str) -> Path:
@@ -348,14 +348,17 @@ class LocalStorage:
         self.check_layout()
         folder = self.folder(group)
         if not folder.is_dir():
-            marker = self.root / LAYOUT_FILE
-            if not marker.exists():
-                self.root.mkdir(parents=True, exist_ok=True)
-                temporary = self.root / f"{LAYOUT_FILE}.tmp.{os.getpid()}"
-                temporary.write_bytes(LAYOUT)
-                os.replace(temporary, marker)
+            if not (self.root / LAYOUT_FILE).exists():
+                self.mark_layout()
             folder.mkdir(exist_ok=True)
         return folder
+
+    def mark_layout(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        temporary = self.root / f"{LAYOUT_FILE}.tmp.{os.getpid()}"
+        temporary.write_bytes(LAYOUT)
+        os.replace(temporary, self.root / LAYOUT_FILE)
+        fsync_dir(self.root)
 
     # --- reads ---------------------------------------------------------------------------------
     def stamp(self, group: str):
@@ -437,16 +440,19 @@ class LocalStorage:
         """Make a finished generation file the group's: a large one renamed to a file of its own with
         a pointer appended to the pack, a small one appended to the pack whole."""
         if written.size >= self.EXTERNAL_BYTES:
-            folder = self.ensure_group(group)
             os.fsync(written.fd)
             os.replace(written.path, self.external_path(group, generation))
-            fsync_dir(folder)
-            pointer = encode_header(group=group, layout=EXTERNAL, record_size=0, count=0,
-                                    generation=generation, records_crc=0)
-            self._append(group, pointer, [], own=generation)
+            self.publish_pointer(group, generation)
         else:
             header = os.pread(written.fd, written.header_room, 0)
             self._append(group, header, written.pieces())
+
+    def publish_pointer(self, group: str, generation: int) -> None:
+        """Point the group's pack at its generation in a file of its own, written in place already."""
+        fsync_dir(self.ensure_group(group))
+        pointer = encode_header(group=group, layout=EXTERNAL, record_size=0, count=0,
+                                generation=generation, records_crc=0)
+        self._append(group, pointer, [], own=generation)
 
     def publish_records(self, group: str, header: bytes, chunks: list) -> None:
         """Append a small generation held in memory (header, then its records in `chunks`) to the
