@@ -279,7 +279,7 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         out(f"  size: {result['size']}")
         if backend == "files":  # page cache warm, as the target asks: every file read once
             started = time.perf_counter()
-            subprocess.run(f"find {folder / 'index'} -name data -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
+            subprocess.run(f"find {folder / 'index'} -type f -print0 | xargs -0 cat > /dev/null", shell=True, check=True)
             result["page_cache_warm_seconds"] = time.perf_counter() - started
         if backend == "relational":
             result["after_load"] = _postgres_after_load(database)
