@@ -18,7 +18,9 @@ in its product's group and one of five rating groups, so entries = 2 x comments.
 comments are made by numpy from its number (keys strictly newest first, uuid members, ratings).
 
 - files: `FileIndex.replace_records()` (the generation writer under `replace()`: each group's
-  generation appended to its pack, or written to a file of its own from 1 MiB, fsynced) in 2 processes;
+  generation appended to its pack, or written to a file of its own from 1 MiB, fsynced) in 2 processes,
+  then `compact_packs()` (what `commit_index --compact` runs) over the packs left in many pieces on
+  disk, in the build's time;
 - redis, redis-cluster, relational and dynamodb: `replace()` itself, fed text entries numpy formats
   a product at a time (the formatting is in the build's time, a few tenths of a microsecond an entry).
 
@@ -154,6 +156,12 @@ def build_part(args) -> dict:
             "cpu_seconds": time.process_time() - cpu, "peak_rss_mib": peak_mib()}
 
 
+def compact_part(args) -> int:
+    """The files backend's packs a bulk load left in many pieces on disk, rewritten (a share of the folders)."""
+    options, share = args
+    return open_index("files", options).compact_packs(share)
+
+
 def read_part(args) -> dict:
     """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced; then, as a
     page view calls them, count() and at() of another rank of the group (at_after_count_ms): a
@@ -266,14 +274,21 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         started = time.perf_counter()
         with context.Pool(workers) as pool:
             parts = pool.map(build_part, [(backend, options, share) for share in shares])
+            compaction = None
+            if backend == "files":  # the bulk load's last step (commit_index --compact), in the build's time
+                compacted = time.perf_counter()
+                packs = pool.map(compact_part, [(options, (w, workers)) for w in range(workers)])
+                compaction = {"seconds": time.perf_counter() - compacted, "packs_rewritten": sum(packs)}
         build_seconds = time.perf_counter() - started
         assert sum(part["entries"] for part in parts) == total_entries
         result = {"backend": backend, "index_entries": total_entries, "comments": int(sizes.sum()),
                   "products": len(sizes), "groups": 6 * len(sizes), "largest_product": int(sizes.max()),
                   "build": {"seconds": build_seconds, "entries_per_second": total_entries / build_seconds,
                             "cpu_seconds": sum(part["cpu_seconds"] for part in parts), "processes": workers,
-                            "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts)}}
-        out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s")
+                            "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts),
+                            **({"compaction": compaction} if compaction else {})}}
+        out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s"
+            + (f" (compaction of {compaction['packs_rewritten']:,} packs {compaction['seconds']:,.0f} s of it)" if compaction else ""))
         servers = {"redis": redis_server, "redis-cluster": cluster, "dynamodb": dynamodb}
         result["size"] = _size(backend, folder, servers.get(backend), database, before, total_entries, options, sizes)
         out(f"  size: {result['size']}")

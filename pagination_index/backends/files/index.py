@@ -9,6 +9,7 @@ other). See docs/backends-files.md for the format, the commit steps and crash sa
 from __future__ import annotations
 
 import bisect
+import contextlib
 import fcntl
 import itertools
 import os
@@ -252,14 +253,21 @@ class FileIndex(NetWriteIndex):
         """The lock of the group's pack (the groups in one pack share it): a thread lock, then flock(2)
         on the pack's lock file. The thread lock is the pack's too, not the group's: on NFS (EFS)
         flock is a POSIX lock, which two threads of one process would both hold."""
-        path = self.journal.lock_path(group)
+        with self._locked_path(self.journal.lock_path(group)):
+            yield
+
+    @contextmanager
+    def _locked_path(self, path: str):
         with self._lock:
-            thread_lock = self._group_locks.setdefault(path.name, threading.Lock())
+            thread_lock = self._group_locks.setdefault(path, threading.Lock())
         with thread_lock:
             try:
                 fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
             except FileNotFoundError:
-                self.journal.ensure_group(group)
+                self.journal.check_layout()
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                if not (self.journal.root / "LAYOUT").exists():
+                    self.journal.mark_layout()
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -341,7 +349,7 @@ class FileIndex(NetWriteIndex):
         returns the open fd, for the caller to fsync."""
         path = self.journal.log_path(group, view.generation)
         if view.log_id is None:
-            temporary = path.with_name(f"{self.journal.digest(group)}.logtmp.{os.getpid()}")
+            temporary = f"{os.path.dirname(path)}/{self.journal.digest(group)}.logtmp.{os.getpid()}"
             with open(temporary, "wb") as out:
                 out.write(wal.encode_header(view.generation, time.time_ns() // 1000, group))
             os.replace(temporary, path)  # made durable with the record, by sync_batch()
@@ -445,18 +453,18 @@ class FileIndex(NetWriteIndex):
             for chunk in chunks:
                 crc = zlib.crc32(chunk, crc)
 
-            def swap(view: GroupView) -> None:
+            def swap(view: GroupView, tidy: bool) -> None:
                 generation = view.generation + 1
                 self.journal.publish_records(group, fmt.encode_header(
                     group=group, layout=layout, record_size=size, count=count, generation=generation,
-                    records_crc=crc), chunks)
-                self._drop_logs(group, keep=generation)
+                    records_crc=crc), chunks, tidy=tidy)
+                self._drop_logs(group, view, tidy)
 
             if view is not None:
-                swap(view)
+                swap(view, True)
                 return
             with self._locked(group):
-                swap(self._view(group))
+                swap(self._view(group), False)
             return
         out = self.journal.temporary(group)
         try:
@@ -465,31 +473,39 @@ class FileIndex(NetWriteIndex):
                 out.write(chunk)
             out.count = count
             if view is not None:
-                self._swap_in(group, view, out, layout, size)
+                self._swap_in(group, view, out, layout, size, tidy=True)
                 return
             with self._locked(group):
                 self._swap_in(group, self._view(group), out, layout, size)
         finally:
             out.discard()
 
-    def _swap_in(self, group: str, view: GroupView, out: GenerationFile, layout: int, size: int) -> None:
-        """Make a written generation file generation+1 durably, publish it, then drop the older logs
-        (the group's lock is held)."""
+    def _swap_in(self, group: str, view: GroupView, out: GenerationFile, layout: int, size: int,
+                 tidy: bool = False) -> None:
+        """Make a written generation file generation+1, publish it, then drop the log it folded (the
+        pack's lock is held). `tidy` (commits): also what crashes left (_drop_logs, LocalStorage._append)."""
         generation = view.generation + 1
         out.finish(fmt.encode_header(group=group, layout=layout, record_size=size, count=out.count,
                                      generation=generation, records_crc=out.crc))
-        if self.storage is not self.journal:  # (a local publish tidies them itself)
+        if self.storage is self.journal:
+            self.storage.publish(group, generation, out, tidy=tidy)
+        else:
             self.journal.remove_temporary(group)  # dead writers' leftovers; `out` is locked, so stays
-        self.storage.publish(group, generation, out)
+            self.storage.publish(group, generation, out)
         self.storage.forget(group)  # our own next read looks at the new generation at once
-        self._drop_logs(group, keep=generation)
+        self._drop_logs(group, view, tidy)
 
-    def _drop_logs(self, group: str, *, keep: int) -> None:
-        """Remove the logs of older generations (folded in already; the lock is held)."""
-        current = self.journal.log_path(group, keep)
-        for stale in self.journal.logs(group):
-            if stale != current:
-                stale.unlink(missing_ok=True)
+    def _drop_logs(self, group: str, view: GroupView, tidy: bool) -> None:
+        """Remove the log of the generation just replaced (folded in already; the lock is held), and
+        with `tidy` every log but the new generation's (a crash between a publish and this)."""
+        if tidy:
+            current = self.journal.log_path(group, view.generation + 1)
+            stale = [path for path in self.journal.logs(group) if path != current]
+        else:
+            stale = [self.journal.log_path(group, view.generation)] if view.log_id is not None else []
+        for path in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     # --- commit --------------------------------------------------------------------------------
     def commit(self, group: str) -> bool:
@@ -498,7 +514,11 @@ class FileIndex(NetWriteIndex):
             view = self._view(group)
             if view.log_id is None:  # nothing to fold; tidy what a killed committer left
                 self.journal.remove_temporary(group)
-                self._drop_logs(group, keep=view.generation)
+                current = self.journal.log_path(group, view.generation)
+                for path in self.journal.logs(group):
+                    if path != current:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(path)
                 return False
             layout, size, count, chunks = self._merge(view)
             self._publish(group, layout, size, count, chunks, view)
@@ -554,15 +574,35 @@ class FileIndex(NetWriteIndex):
                     self._pending.add(group)
         return committed
 
+    def compact_packs(self, share: tuple[int, int] = (0, 1), progress=None) -> int:
+        """Rewrite in one piece every pack that takes more disk blocks than its bytes need (a bulk
+        build or a full rebuild leaves most so: LocalStorage.fragmented), each under its lock;
+        `share` (i, n): the i-th of n processes' folders. Returns the packs rewritten."""
+        if self.storage is not self.journal:
+            return 0
+        compacted = 0
+        folders = sorted(path for path in self.journal.root.glob("??") if path.is_dir())[share[0]::share[1]]
+        for folder in folders:
+            for name in sorted(os.listdir(folder)):
+                path = os.path.join(folder, name)
+                if name.endswith(".pack") and self.journal.fragmented(path):
+                    with self._locked_path(path[: -len(".pack")] + ".lock"):
+                        if self.journal.fragmented(path):
+                            self.journal.compact(path)
+                            compacted += 1
+            if progress:
+                progress.advance()
+        return compacted
+
     def old_layout_groups(self) -> list[Path]:
         """The group folders of the older layout (PATH/ab/cd/<digest>/, one per group) still to upgrade."""
         return sorted(self.journal.root.glob("??/??/*/name"))
 
     def upgrade_group(self, name_file: Path) -> int:
         """Move one group of the older layout into its pack (the same generation: its file appended
-        whole, or renamed to a file of its own when large) with its log (rewritten with the group's
-        name in its header), then remove its folder; returns its entries. Killed midway and run
-        again, it appends the same generation again (the last wins)."""
+        whole, or hard-linked as a file of its own when large) with its log (rewritten with the
+        group's name in its header), then remove its folder; returns its entries. Killed midway and
+        run again, it appends the same generation again (the last wins)."""
         folder = name_file.parent
         group = name_file.read_bytes().decode()
         self.journal._layout_checked = True  # the older layout is what is being read
@@ -588,7 +628,7 @@ class FileIndex(NetWriteIndex):
                 old = wal.decode_header_v1(raw)
                 if not suffix.isdigit() or old is None or old[0] != int(suffix):
                     continue  # a temporary or torn log: nothing was acknowledged from it
-                target = self.journal.log_path(group, old[0])
+                target = Path(self.journal.log_path(group, old[0]))
                 temporary = target.with_name(f"{self.journal.digest(group)}.logtmp.{os.getpid()}")
                 temporary.write_bytes(wal.encode_header(old[0], old[1], group) + raw[old[2]:])
                 os.replace(temporary, target)

@@ -241,6 +241,9 @@ def _records_intact(fd: int, start: int, header: Header) -> bool:
     return crc == header.records_crc
 
 
+HEADER_PEEK = 256  # a scan's read of a header: any group name this shop makes fits (HEADER_READ if not)
+
+
 def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack:
     """Read a pack's generation headers from the start, or on from `known` (a scan of the same
     file: a pack only grows, by whole generations, until a compaction renames a new file over it).
@@ -248,10 +251,16 @@ def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) 
     at a last generation whose records fail their checksum (LocalStorage._append)."""
     entries, offset = (dict(known.entries), known.end) if known is not None else ({}, 0)
     while offset < size:
+        data = os.pread(handle.fd, min(HEADER_PEEK, size - offset), offset)
         try:
-            header = decode_header(os.pread(handle.fd, min(HEADER_READ, size - offset), offset))
+            header = decode_header(data)
         except CorruptFile:
-            break
+            if len(data) < HEADER_PEEK:
+                break
+            try:  # a long group name
+                header = decode_header(os.pread(handle.fd, min(HEADER_READ, size - offset), offset))
+            except CorruptFile:
+                break
         length = header.data_offset + header.count * header.record_size
         if offset + length > size:
             break
@@ -269,6 +278,16 @@ LAYOUT_FILE, LAYOUT = "LAYOUT", b"packs 1\n"
 @functools.lru_cache(maxsize=65536)  # every read computes it a few times
 def _digest(group: str) -> str:
     return hashlib.sha256(group.encode()).hexdigest()[:32]
+
+
+@functools.lru_cache(maxsize=65536)
+def _places(root: str, group: str, bucket_digits: int) -> tuple[str, str, str, str]:
+    """(digest, folder, pack, lock) of a group as strings: a read looks at two of them (pathlib's
+    joins cost more than the stat)."""
+    digest = _digest(group)
+    folder = os.path.join(root, digest[:2])
+    bucket = os.path.join(folder, digest[:bucket_digits])
+    return digest, folder, f"{bucket}.pack", f"{bucket}.lock"
 
 
 class LocalStorage:
@@ -297,6 +316,7 @@ class LocalStorage:
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._root = str(self.root)
         self._packs: dict[str, Pack] = {}  # bucket -> last scan, most recent last
         self._lock = threading.Lock()
         self._layout_checked = False
@@ -307,26 +327,27 @@ class LocalStorage:
         return _digest(group)
 
     def folder(self, group: str) -> Path:
-        return self.root / self.digest(group)[:2]
+        return Path(_places(self._root, group, self.BUCKET_DIGITS)[1])
 
     def bucket(self, group: str) -> str:
         return self.digest(group)[: self.BUCKET_DIGITS]
 
     def pack_path(self, group: str) -> Path:
-        return self.folder(group) / f"{self.bucket(group)}.pack"
+        return Path(_places(self._root, group, self.BUCKET_DIGITS)[2])
 
-    def lock_path(self, group: str) -> Path:
+    def lock_path(self, group: str) -> str:
         """The group's pack's lock: every writer of a group in the pack takes it."""
-        return self.folder(group) / f"{self.bucket(group)}.lock"
+        return _places(self._root, group, self.BUCKET_DIGITS)[3]
 
-    def log_path(self, group: str, generation: int) -> Path:
-        return self.folder(group) / f"{self.digest(group)}.log.{generation}"
+    def log_path(self, group: str, generation: int) -> str:
+        digest, folder, _, _ = _places(self._root, group, self.BUCKET_DIGITS)
+        return f"{folder}/{digest}.log.{generation}"
 
-    def logs(self, group: str) -> list[Path]:
+    def logs(self, group: str) -> list[str]:
         """The group's log files, whatever their generation (and a killed writer's temporary log)."""
-        folder, stem = self.folder(group), f"{self.digest(group)}.log"
+        digest, folder, _, _ = _places(self._root, group, self.BUCKET_DIGITS)
         try:
-            return [folder / name for name in os.listdir(folder) if name.startswith(stem)]
+            return [f"{folder}/{name}" for name in os.listdir(folder) if name.startswith(f"{digest}.log")]
         except FileNotFoundError:
             return []
 
@@ -365,7 +386,7 @@ class LocalStorage:
         """Identity of the group's pack as it stands (inode, size), or None without one."""
         self.check_layout()
         try:
-            status = os.stat(self.pack_path(group))
+            status = os.stat(_places(self._root, group, self.BUCKET_DIGITS)[2])
         except FileNotFoundError:
             return None
         return status.st_ino, status.st_size
@@ -373,10 +394,13 @@ class LocalStorage:
     def _pack(self, group: str, fd: int | None = None) -> Pack | None:
         """The group's pack, scanned on from the last scan of the same file (`fd`: the caller's
         open file of it, a writer's)."""
-        bucket = self.bucket(group)
+        return self._pack_at(_places(self._root, group, self.BUCKET_DIGITS)[2], fd)
+
+    def _pack_at(self, path: str, fd: int | None = None) -> Pack | None:
+        bucket = path  # (one key per pack)
         if fd is None:
             try:
-                fd = os.open(self.pack_path(group), os.O_RDONLY)
+                fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 return None
         else:
@@ -436,39 +460,40 @@ class LocalStorage:
         """A new generation file, written in the group's folder (rename stays in one folder)."""
         return GenerationFile.create(self.ensure_group(group), self.digest(group))
 
-    def publish(self, group: str, generation: int, written: GenerationFile) -> None:
+    def publish(self, group: str, generation: int, written: GenerationFile, *, tidy: bool = True) -> None:
         """Make a finished generation file the group's: a large one renamed to a file of its own with
-        a pointer appended to the pack, a small one appended to the pack whole."""
+        a pointer appended to the pack, a small one appended to the pack whole. `tidy`: see _append."""
         if written.size >= self.EXTERNAL_BYTES:
             os.fsync(written.fd)
             os.replace(written.path, self.external_path(group, generation))
-            self.publish_pointer(group, generation)
+            self.publish_pointer(group, generation, tidy=tidy)
         else:
             header = os.pread(written.fd, written.header_room, 0)
-            self._append(group, header, written.pieces())
+            self._append(group, header, written.pieces(), tidy=tidy)
 
-    def publish_pointer(self, group: str, generation: int) -> None:
+    def publish_pointer(self, group: str, generation: int, *, tidy: bool = True) -> None:
         """Point the group's pack at its generation in a file of its own, written in place already."""
         fsync_dir(self.ensure_group(group))
         pointer = encode_header(group=group, layout=EXTERNAL, record_size=0, count=0,
                                 generation=generation, records_crc=0)
-        self._append(group, pointer, [], own=generation)
+        self._append(group, pointer, [], own=generation, tidy=tidy)
 
-    def publish_records(self, group: str, header: bytes, chunks: list) -> None:
+    def publish_records(self, group: str, header: bytes, chunks: list, *, tidy: bool = True) -> None:
         """Append a small generation held in memory (header, then its records in `chunks`) to the
         group's pack, with no file of its own on the way (a commit's, a bulk build's)."""
-        self._append(group, header, chunks)
+        self._append(group, header, chunks, tidy=tidy)
 
-    def _append(self, group: str, header: bytes, chunks, own: int | None = None) -> None:
+    def _append(self, group: str, header: bytes, chunks, own: int | None = None, tidy: bool = True) -> None:
         """Append one generation (its header and its records, from `chunks`) to the group's pack:
         the records, then the header over the zeros before them (a reader on this host sees the
         generation whole or not at all), then one fdatasync. A crash before that flush ends can
         leave the header on disk and not all the records: a scan checks the last generation's
         records against their checksum, so such a one is never read and the next append cuts it
         off. Records over ONE_FLUSH_BYTES (which a scan does not check) are flushed before their
-        header is written. Then, in one listing of the folder, the group's older own files go (`own`: the one
-        that stays) with dead writers' files of the pack; and the pack is compacted once its
-        garbage passes a quarter of it."""
+        header is written. The group's previous own file goes (`own`: the one that stays); with
+        `tidy` (commits), one listing of the folder also removes whatever a crash left of the
+        group's and the pack's files (older own files, dead writers' files); a bulk build leaves
+        that to the next commit. The pack is compacted once its garbage passes a quarter of it."""
         path = self.pack_path(group)
         try:
             fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
@@ -479,6 +504,7 @@ class LocalStorage:
             created = True
         try:
             pack = self._pack(group, fd)
+            previous = pack.entries.get(group)
             if pack.end < pack.size:  # an append killed midway: at most one generation's bytes
                 if pack.size - pack.end > self.EXTERNAL_BYTES + HEADER_READ:
                     raise CorruptFile(f"{path}: {pack.size - pack.end} bytes after its last whole generation, "
@@ -494,15 +520,19 @@ class LocalStorage:
             pack = self._pack(group, fd)
         finally:
             os.close(fd)
-        folder, stem = path.parent, f"{self.digest(group)}."
-        names = os.listdir(folder)  # (not glob: a pattern per group costs more than the append)
-        for name in names:
-            suffix = name[len(stem):]
-            if name.startswith(stem) and suffix.isdigit() and suffix != str(own):
-                (folder / name).unlink(missing_ok=True)  # readers holding it open keep reading it
-        GenerationFile.remove_abandoned(folder, self.bucket(group), names)
+        if previous is not None and previous.header.layout == EXTERNAL and previous.header.generation != own:
+            # readers holding it open keep reading it
+            self.external_path(group, previous.header.generation).unlink(missing_ok=True)
+        if tidy:
+            folder, stem = path.parent, f"{self.digest(group)}."
+            names = os.listdir(folder)  # (not glob: a pattern per group costs more than the append)
+            for name in names:
+                suffix = name[len(stem):]
+                if name.startswith(stem) and suffix.isdigit() and suffix != str(own):
+                    (folder / name).unlink(missing_ok=True)
+            GenerationFile.remove_abandoned(folder, self.bucket(group), names)
         if pack.garbage > max(self.COMPACT_MIN_BYTES, (pack.end - pack.garbage) // 4):
-            self.compact(group)
+            self.compact(str(path))
 
     @staticmethod
     def _append_records(fd: int, end: int, header_length: int, chunks) -> int:
@@ -518,20 +548,29 @@ class LocalStorage:
             offset += written
         return offset - end - header_length
 
-    def compact(self, group: str) -> None:
+    def fragmented(self, path: str) -> bool:
+        """Whether the pack takes more disk blocks than its bytes rounded up to 4 KiB: on ext4 a file
+        appended in more than four pieces among other files' appends has an extent block of its
+        own (a bulk build leaves most packs so: 5.5 KB more a pack, 0.7 bytes an entry at
+        500,000,000 entries); compact() rewrites it in one piece."""
+        status = os.stat(path)
+        return status.st_blocks * 512 > -(-status.st_size // 4096) * 4096
+
+    def compact(self, path: str) -> None:
         """Write the pack's live generations to a new file and rename it over the pack (the caller
         holds the pack's lock). Readers of the old file keep it open until they look again."""
-        pack = self._pack(group)
+        pack = self._pack_at(path)
         if pack is None:
             return
-        out = GenerationFile.create(self.folder(group), self.bucket(group))
+        folder, name = os.path.split(path)
+        out = GenerationFile.create(Path(folder), name.removesuffix(".pack"))
         try:
             for entry in sorted(pack.entries.values(), key=lambda entry: entry.offset):
                 for start in range(0, entry.length, 8 << 20):
                     data = os.pread(pack.handle.fd, min(8 << 20, entry.length - start), entry.offset + start)
                     out.size += os.pwrite(out.fd, data, out.size)
             os.fsync(out.fd)
-            os.replace(out.path, self.pack_path(group))
+            os.replace(out.path, path)
             fsync_dir(out.path.parent)
         finally:
             out.discard()
