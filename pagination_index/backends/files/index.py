@@ -145,8 +145,11 @@ class FileIndex(NetWriteIndex):
                 start, overlay, created = cached.log_offset, cached.overlay.copy(), cached.log_created_us
             else:
                 start, overlay, created = 0, wal.Overlay(), None
-            with open(path, "rb") as log_file:
-                data = log_file.read()
+            try:
+                with open(path, "rb") as log_file:
+                    data = log_file.read()
+            except FileNotFoundError:  # a commit dropped it since the stat: its generation is newer
+                return None
             log_id = (status.st_ino, len(data))
             if start == 0:
                 header = wal.decode_header(data)
