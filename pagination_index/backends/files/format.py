@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -51,8 +50,7 @@ class CorruptFile(Exception):
     """A generation whose header or records fail their checks."""
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):  # (a tuple: a pack's scan makes one per generation, and a frozen dataclass costs 4x)
     layout: int
     record_size: int
     count: int
@@ -225,17 +223,23 @@ def encode_header(*, group: str, layout: int, record_size: int, count: int, gene
     return fixed + _CRC.pack(zlib.crc32(fixed))
 
 
-def decode_header(data: bytes) -> Header:
-    if len(data) < _FIXED.size or data[:8] != MAGIC:
+def decode_header(data: bytes, at: int = 0) -> Header:
+    """The header at offset `at` of `data` (a pack's scan decodes several from one read)."""
+    if len(data) < at + _FIXED.size:
         raise CorruptFile("not an index file (bad magic)")
-    magic, version, layout, record_size, count, generation, records_crc, name_length = _FIXED.unpack_from(data)
+    magic, version, layout, record_size, count, generation, records_crc, name_length = _FIXED.unpack_from(data, at)
+    if magic != MAGIC:
+        raise CorruptFile("not an index file (bad magic)")
     if version != VERSION:
         raise CorruptFile(f"format version {version}, this code reads {VERSION}")
-    end = _FIXED.size + name_length
-    if len(data) < end + 4 or _CRC.unpack_from(data, end)[0] != zlib.crc32(data[:end]):
+    end = at + _FIXED.size + name_length
+    if len(data) < end + 4:
+        raise CorruptFile("header checksum mismatch (cut short)")
+    if _CRC.unpack_from(data, end)[0] != zlib.crc32(memoryview(data)[at:end]):
         raise CorruptFile("header checksum mismatch")
     if layout == EXTERNAL and (record_size, count) != (0, 0):
         raise CorruptFile("an external pointer with records")
     if layout not in (UUID24, PACKED, EXTERNAL) or (layout != EXTERNAL and record_size < (24 if layout == UUID24 else 11)):
         raise CorruptFile(f"unknown record layout {layout}/{record_size}")
-    return Header(layout, record_size, count, generation, records_crc, data[_FIXED.size:end].decode(), end + 4)
+    return Header(layout, record_size, count, generation, records_crc, bytes(data[at + _FIXED.size:end]).decode(),
+                  end + 4 - at)
