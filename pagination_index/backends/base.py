@@ -294,6 +294,11 @@ class BaseIndex:
         """Fold the group's write-ahead log in now; False when there was nothing to fold."""
         return False
 
+    def compact_packs(self, share: tuple[int, int] = (0, 1), progress=None) -> int:
+        """Rewrite what a bulk load left in pieces on disk (the files backend's packs); the pieces
+        rewritten. Nothing to do elsewhere."""
+        return 0
+
     def pending_groups(self) -> list[str]:
         """The groups whose write-ahead log holds changes not yet committed."""
         return []

@@ -584,6 +584,8 @@ def test_migrate_files_index_moves_the_older_layout_into_packs_keeping_generatio
     write_old_layout(root, "logged", [], [(wal.INSERT, 0, fmt.encode_key(sk(5)), "Café")])
     with pytest.raises(IndexUnavailable, match="migrate_files_index"):
         FileIndex(options).count("small")  # refused, not misread: deep pages answer 503
+    assert FileIndex(options).check_format() == [
+        "3 groups in the older layout (a folder per group): stop sync_index and run `manage.py migrate_files_index`"]
     out = __import__("io").StringIO()
     call_command("migrate_files_index", dry_run=True, stdout=out)
     assert "would move 3 groups" in out.getvalue()
@@ -627,8 +629,36 @@ def test_compact_packs_rewrites_a_pack_taking_more_disk_blocks_than_its_bytes(in
         os.close(fd)
     size = os.stat(path).st_size
     assert index.storage.fragmented(path)
-    assert index.compact_packs() == 1 and index.compact_packs() == 0
+    assert index.check_format() == ["1 of 1 packs take more disk blocks than their bytes need (a bulk load or a full "
+                                    "rebuild leaves them so): `manage.py commit_index --compact` rewrites them"]
+    assert index.compact_packs() == 1 and index.compact_packs() == 0 and index.check_format() == []
     assert not index.storage.fragmented(path) and os.stat(path).st_size == size
     for group, entries in groups.items():
         assert FileIndex(index.options).range(group, 0, 400) == newest_first(entries)
     assert reader.range("g", 0, 300) == newest_first(groups["g"])  # the old file, then the new one
+
+
+@pytest.mark.django_db(databases="__all__")
+def test_a_full_rebuild_index_leaves_packs_in_one_piece(comments_table, settings, tmp_path):
+    import ctypes
+    import io
+
+    from pagination_index import get_index
+    from tests import factories
+
+    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex",
+                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}}
+    factories.seed("A", 30, seed=2)
+    call_command("rebuild_index", verbosity=0)
+    index = get_index()
+    path = str(index.storage.pack_path("A"))
+    fd = os.open(path, os.O_RDWR)
+    try:  # as a bulk load's appends among other packs' leave it on ext4: more blocks than its bytes need
+        assert ctypes.CDLL(None, use_errno=True).fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(1 << 20)) == 0
+    finally:
+        os.close(fd)
+    assert index.storage.fragmented(path)
+    out, err = io.StringIO(), io.StringIO()
+    call_command("rebuild_index", verbosity=1, stdout=out, stderr=err)
+    assert not index.storage.fragmented(path) and index.count("A") == 30
+    assert "rewrote 1 pack(s) left in pieces on disk" in out.getvalue() + err.getvalue()

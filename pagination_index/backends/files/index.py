@@ -597,6 +597,17 @@ class FileIndex(NetWriteIndex):
                 progress.advance()
         return compacted
 
+    def check_format(self) -> list[str]:
+        """The older layout (a folder per group) still to migrate, and packs a bulk load left in pieces."""
+        if not (self.journal.root / "LAYOUT").exists():
+            old = self.old_layout_groups()
+            return [f"{len(old)} groups in the older layout (a folder per group): stop sync_index and run "
+                    "`manage.py migrate_files_index`"] if old else []
+        packs = [path for path in self.journal.root.glob("??/*.pack")]
+        pieces = sum(self.journal.fragmented(str(path)) for path in packs)
+        return [f"{pieces} of {len(packs)} packs take more disk blocks than their bytes need (a bulk load or a "
+                "full rebuild leaves them so): `manage.py commit_index --compact` rewrites them"] if pieces else []
+
     def old_layout_groups(self) -> list[Path]:
         """The group folders of the older layout (PATH/ab/cd/<digest>/, one per group) still to upgrade."""
         return sorted(self.journal.root.glob("??/??/*/name"))

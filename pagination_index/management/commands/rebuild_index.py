@@ -84,6 +84,10 @@ class Command(ReportingCommand):
         run_finished(run, using=database)
         if progress:
             progress.finish()
+        if not product:  # the files backend's packs, appended to in turn by every group: one piece each again
+            packs = index.compact_packs()
+            if packs:
+                self.note(f"rewrote {packs} pack(s) left in pieces on disk")
         if rebuild.budget.throttles:
             self.warn(f"{rebuild.budget.throttles} read(s) throttled and retried at a lower rate")
         self.summary(f"rebuilt {rebuild.groups} groups ({rebuild.entries:,} entries); "
