@@ -267,10 +267,7 @@ class FileIndex(NetWriteIndex):
             try:
                 fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
             except FileNotFoundError:
-                self.journal.check_layout()
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                if not (self.journal.root / "LAYOUT").exists():
-                    self.journal.mark_layout()
+                self.journal.ensure_folder(Path(path).parent)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -352,7 +349,7 @@ class FileIndex(NetWriteIndex):
         returns the open fd, for the caller to fsync."""
         path = self.journal.log_path(group, view.generation)
         if view.log_id is None:
-            temporary = f"{os.path.dirname(path)}/{self.journal.digest(group)}.logtmp.{os.getpid()}"
+            temporary = self.journal.log_temporary(group)
             with open(temporary, "wb") as out:
                 out.write(wal.encode_header(view.generation, time.time_ns() // 1000, group))
             os.replace(temporary, path)  # made durable with the record, by sync_batch()
@@ -502,13 +499,10 @@ class FileIndex(NetWriteIndex):
         """Remove the log of the generation just replaced (folded in already; the lock is held), and
         with `tidy` every log but the new generation's (a crash between a publish and this)."""
         if tidy:
-            current = self.journal.log_path(group, view.generation + 1)
-            stale = [path for path in self.journal.logs(group) if path != current]
-        else:
-            stale = [self.journal.log_path(group, view.generation)] if view.log_id is not None else []
-        for path in stale:
+            self.journal.remove_logs(group, keep=view.generation + 1)
+        elif view.log_id is not None:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                os.unlink(self.journal.log_path(group, view.generation))
 
     # --- commit --------------------------------------------------------------------------------
     def commit(self, group: str) -> bool:
@@ -517,11 +511,7 @@ class FileIndex(NetWriteIndex):
             view = self._view(group)
             if view.log_id is None:  # nothing to fold; tidy what a killed committer left
                 self.journal.remove_temporary(group)
-                current = self.journal.log_path(group, view.generation)
-                for path in self.journal.logs(group):
-                    if path != current:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(path)
+                self.journal.remove_logs(group, keep=view.generation)
                 return False
             layout, size, count, chunks = self._merge(view)
             self._publish(group, layout, size, count, chunks, view)
@@ -584,7 +574,7 @@ class FileIndex(NetWriteIndex):
         if self.storage is not self.journal:
             return 0
         compacted = 0
-        folders = sorted(path for path in self.journal.root.glob("??") if path.is_dir())[share[0]::share[1]]
+        folders = self.journal.folders()[share[0]::share[1]]
         for folder in folders:
             for name in sorted(os.listdir(folder)):
                 path = os.path.join(folder, name)
@@ -599,7 +589,7 @@ class FileIndex(NetWriteIndex):
 
     def check_format(self) -> list[str]:
         """The older layout (a folder per group) still to migrate, and packs a bulk load left in pieces."""
-        if not (self.journal.root / "LAYOUT").exists():
+        if not self.journal.has_layout_marker():
             old = self.old_layout_groups()
             return [f"{len(old)} groups in the older layout (a folder per group): stop sync_index and run "
                     "`manage.py migrate_files_index`"] if old else []
@@ -642,10 +632,10 @@ class FileIndex(NetWriteIndex):
                 old = wal.decode_header_v1(raw)
                 if not suffix.isdigit() or old is None or old[0] != int(suffix):
                     continue  # a temporary or torn log: nothing was acknowledged from it
-                target = Path(self.journal.log_path(group, old[0]))
-                temporary = target.with_name(f"{self.journal.digest(group)}.logtmp.{os.getpid()}")
-                temporary.write_bytes(wal.encode_header(old[0], old[1], group) + raw[old[2]:])
-                os.replace(temporary, target)
+                temporary = self.journal.log_temporary(group)
+                with open(temporary, "wb") as out:
+                    out.write(wal.encode_header(old[0], old[1], group) + raw[old[2]:])
+                os.replace(temporary, self.journal.log_path(group, old[0]))
             shutil.rmtree(folder)
         return entries
 

@@ -7,6 +7,7 @@ once its header is written; S3Storage: an object and its manifest).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import functools
@@ -51,6 +52,15 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def pwrite_all(fd: int, data, offset: int) -> int:
+    """Write all of `data` at `offset` (a pwrite(2) may take less than it is given); its length."""
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], offset + written)
+    return written
 
 
 class Handle:
@@ -140,12 +150,8 @@ class GenerationFile:
 
     def write(self, records) -> None:
         """Append records (bytes or a buffer); `count` is the caller's to keep."""
-        view = memoryview(records).cast("B")
-        self.crc = zlib.crc32(view, self.crc)
-        written = 0
-        while written < len(view):  # a write(2) may take less than it is given
-            written += os.pwrite(self.fd, view[written:], self.size + written)
-        self.size += written
+        self.crc = zlib.crc32(records, self.crc)
+        self.size += pwrite_all(self.fd, records, self.size)
 
     def records(self, first: int, count: int, record_size: int) -> bytes:
         return os.pread(self.fd, count * record_size, self.header_room + first * record_size)
@@ -298,7 +304,8 @@ class LocalStorage:
     (`<digest>.<generation>`), the groups' logs (`<digest>.log.<generation>`) and files being written.
 
     A pack is generations one after another (format.py), appended under the pack's lock: the records,
-    fdatasync, then their header, fdatasync; the last generation of a group wins. Files, not folders,
+    then their header, then one fdatasync (records over ONE_FLUSH_BYTES flushed before their header;
+    _append); the last generation of a group wins. Files, not folders,
     per group, and many small generations per file: disk blocks follow the entries, not the groups
     (a folder and a file per group took 12.5 bytes an entry more at 500,000,000 entries in 600,000
     groups; docs/scaling.md). Superseded generations are garbage until a compaction (when they pass a
@@ -344,6 +351,11 @@ class LocalStorage:
         digest, folder, _, _ = _places(self._root, group, self.BUCKET_DIGITS)
         return f"{folder}/{digest}.log.{generation}"
 
+    def log_temporary(self, group: str) -> str:
+        """Where a log is written before it is renamed to log_path() (this process's)."""
+        digest, folder, _, _ = _places(self._root, group, self.BUCKET_DIGITS)
+        return f"{folder}/{digest}.logtmp.{os.getpid()}"
+
     def logs(self, group: str) -> list[str]:
         """The group's log files, whatever their generation (and a killed writer's temporary log)."""
         digest, folder, _, _ = _places(self._root, group, self.BUCKET_DIGITS)
@@ -351,6 +363,14 @@ class LocalStorage:
             return [f"{folder}/{name}" for name in os.listdir(folder) if name.startswith(f"{digest}.log")]
         except FileNotFoundError:
             return []
+
+    def remove_logs(self, group: str, *, keep: int) -> None:
+        """Every log file of the group but generation `keep`'s (folded in, or a killed writer's temporary one)."""
+        current = self.log_path(group, keep)
+        for path in self.logs(group):
+            if path != current:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
     def external_path(self, group: str, generation: int) -> Path:
         return self.folder(group) / f"{self.digest(group)}.{generation}"
@@ -360,20 +380,30 @@ class LocalStorage:
         `manage.py migrate_files_index` converts it."""
         if self._layout_checked:
             return
-        if not (self.root / LAYOUT_FILE).exists() and any(self.root.glob("??/??/*/name")):
+        if not self.has_layout_marker() and any(self.root.glob("??/??/*/name")):
             raise CorruptFile(f"{self.root} holds the files index's older layout (a folder per group): "
                               "stop sync_index and run `manage.py migrate_files_index` once")
         self._layout_checked = True
 
     def ensure_group(self, group: str) -> Path:
         """The group's folder, made if need be (and the layout's marker, with the first)."""
+        return self.ensure_folder(self.folder(group))
+
+    def ensure_folder(self, folder: Path) -> Path:
+        """One of the layout's 256 folders, made if need be (and the layout's marker, with the first)."""
         self.check_layout()
-        folder = self.folder(group)
         if not folder.is_dir():
-            if not (self.root / LAYOUT_FILE).exists():
+            if not self.has_layout_marker():
                 self.mark_layout()
             folder.mkdir(exist_ok=True)
         return folder
+
+    def has_layout_marker(self) -> bool:
+        return (self.root / LAYOUT_FILE).exists()
+
+    def folders(self) -> list[Path]:
+        """The layout's folders that exist, in order."""
+        return sorted(path for path in self.root.glob("??") if path.is_dir())
 
     def mark_layout(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -542,11 +572,7 @@ class LocalStorage:
         os.pwrite(fd, bytes(header_length), end)
         offset = end + header_length
         for chunk in chunks:
-            view = memoryview(chunk).cast("B")
-            written = 0
-            while written < len(view):
-                written += os.pwrite(fd, view[written:], offset + written)
-            offset += written
+            offset += pwrite_all(fd, chunk, offset)
         return offset - end - header_length
 
     def fragmented(self, path: str) -> bool:
@@ -569,7 +595,7 @@ class LocalStorage:
             for entry in sorted(pack.entries.values(), key=lambda entry: entry.offset):
                 for start in range(0, entry.length, 8 << 20):
                     data = os.pread(pack.handle.fd, min(8 << 20, entry.length - start), entry.offset + start)
-                    out.size += os.pwrite(out.fd, data, out.size)
+                    out.size += pwrite_all(out.fd, data, out.size)
             os.fsync(out.fd)
             os.replace(out.path, path)
             fsync_dir(out.path.parent)

@@ -35,7 +35,7 @@ class Command(BaseCommand):
             progress.finish()
         self.stdout.write(self.style.SUCCESS(f"committed {committed} group(s); {len(groups) - committed} had nothing pending"))
         if compact:
-            folders = len([path for path in index.journal.root.glob("??") if path.is_dir()])
+            folders = len(index.journal.folders())
             progress = Progress(self.stdout, folders, "compacting packs") if verbosity >= 1 and folders else None
             packs = index.compact_packs(progress=progress)
             if progress:
