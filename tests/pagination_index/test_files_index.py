@@ -313,9 +313,9 @@ class PausingStorage(LocalStorage):
         plain = super().temporary(group)
         return Pausing(plain.path, plain.fd)
 
-    def _append_records(self, fd, end, header_length, chunks):
-        written = super()._append_records(fd, end, header_length, chunks)
-        self.pause("records-appended")  # in the pack, its header not yet written
+    def _append_records(self, fd, end, header, chunks, spans, digest):
+        written = super()._append_records(fd, end, header, chunks, spans, digest)
+        self.pause("records-appended")  # in the pack with its directory, its header not yet written
         return written
 
     def publish(self, group, generation, written, **options):
@@ -520,9 +520,11 @@ def test_a_commit_removes_dead_writers_files_and_leaves_a_live_one(index):
     assert not list(folder.glob(f"{digest}.tmp.*"))
 
 
-def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cuts_it_off(index):
-    """An append is one flush: a crash before it ends can leave the new generation's header on disk
-    without all its records. A scan checks the pack's last generation against its records' checksum."""
+@pytest.mark.parametrize("directory", [True, False], ids=["with-its-directory", "before-its-directory"])
+def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cuts_it_off(index, directory):
+    """An append is one flush: a crash before it ends can leave the new generation's header (and the
+    directory naming it) on disk without all its records. A read checks the pack's last generation
+    against its records' checksum."""
     rng = random.Random(8)
     first = [(uuid_member(rng), sk(n)) for n in range(100)]
     index.replace("g", first)
@@ -531,8 +533,11 @@ def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cut
     records = fmt.uuid_records(dict((uuid_member(rng), sk(n)) for n in range(50))).view("u1").tobytes()
     header = fmt.encode_header(group="g", layout=fmt.UUID24, record_size=24, count=50, generation=2,
                                records_crc=zlib.crc32(records))
+    torn = header + records[: len(records) // 2] + bytes(len(records) - len(records) // 2)
+    if directory:
+        torn += fmt.encode_directory({index.storage.digest("g"): (whole, len(header) + len(records))})
     with open(path, "ab") as pack:  # the header and half the records made it to disk
-        pack.write(header + records[: len(records) // 2] + bytes(len(records) - len(records) // 2))
+        pack.write(torn)
     reader = FileIndex(index.options)
     assert reader.count("g") == 100 and reader.range("g", 0, 100) == newest_first(first)
     neighbour = same_pack(index, "g")
@@ -542,6 +547,62 @@ def test_a_generation_torn_by_a_power_loss_is_never_read_and_the_next_append_cut
     assert FileIndex(index.options).count(neighbour) == 1 and reader.check_integrity("g") == []
     with open(path, "rb") as pack:
         assert pack.read()[whole:].count(records[:24]) == 0  # cut off, not left inside the pack
+
+
+def test_a_first_look_at_a_group_reads_its_packs_directory_not_every_header(index, monkeypatch):
+    """Every append ends with the pack's directory: a reader new to the pack reads its tail and the
+    group's header (two reads), however many groups share the pack."""
+    from pagination_index.backends.files import storage
+
+    rng = random.Random(10)
+    groups = ["g"] + [same_pack(index, "g")]
+    while len(groups) < 9:
+        groups.append(next(f"m{n}" for n in itertools.count() if f"m{n}" not in groups
+                           and index.storage.bucket(f"m{n}") == index.storage.bucket("g")))
+    contents = {group: [(uuid_member(rng), sk(n)) for n in range(50 + i)] for i, group in enumerate(groups)}
+    for group, entries in contents.items():
+        index.replace(group, entries)
+    index.replace("g", contents["g"][:20])  # a second generation of the first: the first is garbage
+    contents["g"] = contents["g"][:20]
+    reads = []
+    real_pread = os.pread
+    monkeypatch.setattr(storage.os, "pread", lambda fd, n, at: reads.append(at) or real_pread(fd, n, at))
+    for group in groups[1:-1]:  # (the pack's last generation is also checked against its checksum)
+        reads.clear()
+        opened = LocalStorage(index.storage.root).open(group)
+        assert len(reads) == 2 and opened.generation.header.count == len(contents[group])
+    monkeypatch.undo()
+    for group, entries in contents.items():
+        assert FileIndex(index.options).range(group, 0, 100) == newest_first(entries)
+
+
+def test_a_pack_written_before_directories_is_scanned_and_gains_one(index):
+    """A pack of the previous version (generations with no directory after them) reads as before, by
+    a scan; check_index names it; its next append or commit_index --compact gives it a directory."""
+    from pagination_index.backends.files.storage import Handle, scan_pack
+
+    rng = random.Random(11)
+    contents = {group: [(uuid_member(rng), sk(n)) for n in range(40)] for group in ("g", same_pack(index, "g"))}
+    for group, entries in contents.items():
+        index.replace(group, entries)
+    path = index.storage.pack_path("g")
+    fd = os.open(path, os.O_RDONLY)
+    pack = scan_pack(Handle(fd), 0, os.fstat(fd).st_size)
+    data = path.read_bytes()
+    path.write_bytes(b"".join(data[entry.offset: entry.offset + entry.length]
+                              for entry in sorted(pack.entries.values(), key=lambda entry: entry.offset)))
+    assert not index.storage.has_directory(str(path))
+    for group, entries in contents.items():
+        assert FileIndex(index.options).range(group, 0, 50) == newest_first(entries)
+    assert index.check_format() == ["1 of 1 packs take more disk blocks than their live generations need or have no "
+                                    "directory (a bulk load, a full rebuild or an older version leaves them so): "
+                                    "`manage.py commit_index --compact` rewrites them"]
+    assert index.compact_packs() == 1 and index.check_format() == [] and index.storage.has_directory(str(path))
+    for group, entries in contents.items():
+        assert FileIndex(index.options).range(group, 0, 50) == newest_first(entries)
+    path.write_bytes(data[: data.index(fmt.DIRECTORY_MAGIC)])  # the first group's generation alone, then an append
+    index.replace("g", contents["g"][:5])
+    assert index.storage.has_directory(str(path)) and FileIndex(index.options).range("g", 0, 50) == newest_first(contents["g"][:5])
 
 
 def write_old_layout(root: Path, group: str, entries: list, log_changes: list | None, generation: int = 1) -> None:
@@ -628,11 +689,13 @@ def test_compact_packs_rewrites_a_pack_taking_more_disk_blocks_than_its_bytes(in
     finally:
         os.close(fd)
     size = os.stat(path).st_size
-    assert index.storage.fragmented(path)
-    assert index.check_format() == ["1 of 1 packs take more disk blocks than their bytes need (a bulk load or a full "
-                                    "rebuild leaves them so): `manage.py commit_index --compact` rewrites them"]
+    assert index.storage.needs_compaction(path)
+    assert index.check_format() == ["1 of 1 packs take more disk blocks than their live generations need or have no "
+                                    "directory (a bulk load, a full rebuild or an older version leaves them so): "
+                                    "`manage.py commit_index --compact` rewrites them"]
     assert index.compact_packs() == 1 and index.compact_packs() == 0 and index.check_format() == []
-    assert not index.storage.fragmented(path) and os.stat(path).st_size == size
+    # the same bytes but the first append's directory (one group's), superseded by the second's
+    assert not index.storage.needs_compaction(path) and os.stat(path).st_size == size - fmt.directory_size(1)
     for group, entries in groups.items():
         assert FileIndex(index.options).range(group, 0, 400) == newest_first(entries)
     assert reader.range("g", 0, 300) == newest_first(groups["g"])  # the old file, then the new one
@@ -657,8 +720,8 @@ def test_a_full_rebuild_index_leaves_packs_in_one_piece(comments_table, settings
         assert ctypes.CDLL(None, use_errno=True).fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(1 << 20)) == 0
     finally:
         os.close(fd)
-    assert index.storage.fragmented(path)
+    assert index.storage.needs_compaction(path)
     out, err = io.StringIO(), io.StringIO()
     call_command("rebuild_index", verbosity=1, stdout=out, stderr=err)
-    assert not index.storage.fragmented(path) and index.count("A") == 30
-    assert "rewrote 1 pack(s) left in pieces on disk" in out.getvalue() + err.getvalue()
+    assert not index.storage.needs_compaction(path) and index.count("A") == 30
+    assert "rewrote 1 pack(s) in one piece" in out.getvalue() + err.getvalue()

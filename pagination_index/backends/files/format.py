@@ -16,6 +16,13 @@ A pack (storage.py) is such generations, of several groups, one after another; a
 generation is large keeps it in a file of its own, and its pack holds an EXTERNAL pointer: a header
 (layout 3, record size 0, count 0) naming the generation.
 
+Every append to a pack ends with the pack's directory, so a reader finds any group with one read
+of the pack's tail instead of reading every header from the start (big-endian): magic
+b"PIDXDIR1", entry count (u32), per group in the pack (digest (16 bytes: its name's sha256), offset
+and length of its last generation (u64 each)), then the CRC-32 of everything before (u32), the
+block's length (u32) and b"PIDXDEND". A scan from the start skips directories; only the last one
+is read, the others are garbage for a compaction.
+
 Records are sorted by (sort key desc, member desc); member order is byte order, which for UTF-8 is
 code point order (DynamoDB's) and for the hex of UUID24 the same as the hex text's.
 """
@@ -44,6 +51,12 @@ HEADER_READ = 4096  # one read gets any header: group names are far shorter
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _KEY = struct.Struct(">q")
 _PACKED_HEAD = struct.Struct(">qH")
+
+
+DIRECTORY_MAGIC, DIRECTORY_END = b"PIDXDIR1", b"PIDXDEND"
+_DIRECTORY_HEAD = struct.Struct(">8sI")
+_DIRECTORY_ENTRY = struct.Struct(">16sQQ")
+DIRECTORY_TAIL = struct.Struct(">II8s")
 
 
 class CorruptFile(Exception):
@@ -243,3 +256,70 @@ def decode_header(data: bytes, at: int = 0) -> Header:
         raise CorruptFile(f"unknown record layout {layout}/{record_size}")
     return Header(layout, record_size, count, generation, records_crc, bytes(data[at + _FIXED.size:end]).decode(),
                   end + 4 - at)
+
+
+def directory_size(count: int) -> int:
+    return _DIRECTORY_HEAD.size + count * _DIRECTORY_ENTRY.size + DIRECTORY_TAIL.size
+
+
+def encode_directory(spans: dict[str, tuple[int, int]]) -> bytes:
+    """A pack's directory: `spans` maps each group's digest (32 hex digits) to the offset and length
+    of its last generation."""
+    body = [_DIRECTORY_HEAD.pack(DIRECTORY_MAGIC, len(spans))]
+    body += [_DIRECTORY_ENTRY.pack(bytes.fromhex(digest), offset, length) for digest, (offset, length) in spans.items()]
+    block = b"".join(body)
+    return block + DIRECTORY_TAIL.pack(zlib.crc32(block), len(block) + DIRECTORY_TAIL.size, DIRECTORY_END)
+
+
+def directory_length(tail: bytes) -> int | None:
+    """The length of the directory ending with `tail` (its last DIRECTORY_TAIL.size bytes or more),
+    None when they are not a directory's end."""
+    if len(tail) < DIRECTORY_TAIL.size:
+        return None
+    _, length, end = DIRECTORY_TAIL.unpack_from(tail, len(tail) - DIRECTORY_TAIL.size)
+    if end != DIRECTORY_END or (length - directory_size(0)) % _DIRECTORY_ENTRY.size:
+        return None
+    return length
+
+
+class Directory:
+    """A pack's directory block found at offset `start` of its pack, checked whole (CorruptFile: not
+    one, or one failing its checks: a torn or unfinished append). A reader looks up one group
+    (find), a writer takes every span (spans)."""
+
+    __slots__ = ("block", "start", "end")
+
+    def __init__(self, block: bytes, start: int):
+        length = len(block)
+        if length < directory_size(0) or block[:8] != DIRECTORY_MAGIC:
+            raise CorruptFile("not a pack directory")
+        count = _DIRECTORY_HEAD.unpack_from(block)[1]
+        crc, stated, end = DIRECTORY_TAIL.unpack_from(block, length - DIRECTORY_TAIL.size)
+        if directory_size(count) != length or stated != length or end != DIRECTORY_END:
+            raise CorruptFile("pack directory cut short")
+        if crc != zlib.crc32(memoryview(block)[: length - DIRECTORY_TAIL.size]):
+            raise CorruptFile("pack directory checksum mismatch")
+        self.block, self.start, self.end = block, start, length - DIRECTORY_TAIL.size
+
+    def __len__(self) -> int:
+        return (self.end - _DIRECTORY_HEAD.size) // _DIRECTORY_ENTRY.size
+
+    def find(self, digest: str) -> tuple[int, int] | None:
+        """(offset, length) of the group's last generation, None when the pack has none."""
+        key = bytes.fromhex(digest)
+        at = self.block.find(key, _DIRECTORY_HEAD.size, self.end)
+        while at >= 0 and (at - _DIRECTORY_HEAD.size) % _DIRECTORY_ENTRY.size:  # (inside another entry's numbers)
+            at = self.block.find(key, at + 1, self.end)
+        if at < 0:
+            return None
+        return self._span(*_DIRECTORY_ENTRY.unpack_from(self.block, at)[1:])
+
+    def spans(self) -> dict[str, tuple[int, int]]:
+        """Every group's (offset, length), by digest."""
+        return {digest.hex(): self._span(offset, length) for digest, offset, length
+                in _DIRECTORY_ENTRY.iter_unpack(memoryview(self.block)[_DIRECTORY_HEAD.size: self.end])}
+
+    def _span(self, offset: int, length: int) -> tuple[int, int]:
+        if offset + length > self.start:
+            raise CorruptFile("pack directory points past itself")
+        return offset, length

@@ -568,8 +568,9 @@ class FileIndex(NetWriteIndex):
         return committed
 
     def compact_packs(self, share: tuple[int, int] = (0, 1), progress=None) -> int:
-        """Rewrite in one piece every pack that takes more disk blocks than its bytes need (a bulk
-        build or a full rebuild leaves most so: LocalStorage.fragmented), each under its lock;
+        """Rewrite in one piece every pack that takes more disk blocks than its live generations need
+        or has no directory (a bulk build or a full rebuild leaves most so, a pack written by an older
+        version has none: LocalStorage.needs_compaction), each under its lock;
         `share` (i, n): the i-th of n processes' folders. Returns the packs rewritten."""
         if self.storage is not self.journal:
             return 0
@@ -578,9 +579,9 @@ class FileIndex(NetWriteIndex):
         for folder in folders:
             for name in sorted(os.listdir(folder)):
                 path = os.path.join(folder, name)
-                if name.endswith(".pack") and self.journal.fragmented(path):
+                if name.endswith(".pack") and self.journal.needs_compaction(path):
                     with self._locked_path(path[: -len(".pack")] + ".lock"):
-                        if self.journal.fragmented(path):
+                        if self.journal.needs_compaction(path):
                             self.journal.compact(path)
                             compacted += 1
             if progress:
@@ -588,15 +589,17 @@ class FileIndex(NetWriteIndex):
         return compacted
 
     def check_format(self) -> list[str]:
-        """The older layout (a folder per group) still to migrate, and packs a bulk load left in pieces."""
+        """The older layout (a folder per group) still to migrate, and packs a bulk load left in pieces
+        or written before packs had directories."""
         if not self.journal.has_layout_marker():
             old = self.old_layout_groups()
             return [f"{len(old)} groups in the older layout (a folder per group): stop sync_index and run "
                     "`manage.py migrate_files_index`"] if old else []
         packs = [path for path in self.journal.root.glob("??/*.pack")]
-        pieces = sum(self.journal.fragmented(str(path)) for path in packs)
-        return [f"{pieces} of {len(packs)} packs take more disk blocks than their bytes need (a bulk load or a "
-                "full rebuild leaves them so): `manage.py commit_index --compact` rewrites them"] if pieces else []
+        loose = sum(self.journal.needs_compaction(str(path)) for path in packs)
+        return [f"{loose} of {len(packs)} packs take more disk blocks than their live generations need or have "
+                "no directory (a bulk load, a full rebuild or an older version leaves them so): "
+                "`manage.py commit_index --compact` rewrites them"] if loose else []
 
     def old_layout_groups(self) -> list[Path]:
         """The group folders of the older layout (PATH/ab/cd/<digest>/, one per group) still to upgrade."""

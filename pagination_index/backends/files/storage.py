@@ -21,7 +21,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-from . import log as wal
+from . import format as fmt, log as wal
 from .format import EXTERNAL, HEADER_READ, CorruptFile, Header, decode_header, encode_header, header_size
 
 try:
@@ -209,15 +209,22 @@ class PackEntry(NamedTuple):
     length: int  # header and records
 
 
+class StaleDirectory(Exception):
+    """A pack's directory names a generation that is not whole where it says (an append under way,
+    or torn by a crash): the pack is scanned instead."""
+
+
 @dataclass(frozen=True)
 class Pack:
-    """A pack file as scanned: its whole generations up to `end`, the last of each group winning."""
+    """A pack file as read: from its last directory (a group's header is read when first asked for),
+    or by a scan of its headers from the start (`directory` None: every group's entry)."""
 
     handle: Handle
     inode: int
-    size: int  # the file's size when scanned; `end` below it: a torn or unfinished append after
-    entries: dict[str, PackEntry]
+    size: int  # the file's size when read; `end` below it: a torn or unfinished append after
+    entries: dict[str, PackEntry]  # group -> its last generation: every group's, or those read so far
     end: int
+    directory: fmt.Directory | None = None  # the last, when read from it (the pack's last generation ends at its start)
 
     @property
     def settled(self) -> bool:
@@ -227,13 +234,63 @@ class Pack:
     def stamp(self) -> tuple[int, int]:
         return self.inode, self.size
 
+    @functools.cached_property
+    def spans(self) -> dict[str, tuple[int, int]]:
+        """Every group's (offset, length), by digest: what a directory written next lists."""
+        if self.directory is not None:
+            try:
+                return self.directory.spans()
+            except CorruptFile as error:
+                raise StaleDirectory(str(error))
+        return {_digest(group): (entry.offset, entry.length) for group, entry in self.entries.items()}
+
     @property
     def garbage(self) -> int:
-        """Bytes of superseded generations (a compaction drops them)."""
-        return self.end - sum(entry.length for entry in self.entries.values())
+        """Bytes of superseded generations and directories (a compaction drops them)."""
+        spans = self.spans
+        return self.end - sum(length for _, length in spans.values()) - fmt.directory_size(len(spans))
+
+    def entry(self, group: str) -> PackEntry | None:
+        """The group's last generation in the pack (StaleDirectory: the directory cannot say)."""
+        found = self.entries.get(group)
+        if found is not None or self.directory is None:
+            return found
+        try:
+            span = self.directory.find(_digest(group))
+        except CorruptFile as error:
+            raise StaleDirectory(str(error))
+        if span is None:
+            return None
+        found = self.entries[group] = self._whole(group, *span)
+        return found
+
+    def check_last(self) -> None:
+        """StaleDirectory unless the pack's last generation (the one its directory follows) is whole:
+        a writer appends after it only then, as every other listed generation was checked by the
+        append after it."""
+        if self.directory is None:
+            return
+        for digest, (offset, length) in self.spans.items():
+            if offset + length == self.directory.start:
+                header = read_header(self.handle.fd, offset, offset + length)
+                if header is None or _digest(header.group) != digest:
+                    raise StaleDirectory(digest)
+                self._whole(header.group, offset, length)
+                return
+        raise StaleDirectory("no generation before the directory")
+
+    def _whole(self, group: str, offset: int, length: int) -> PackEntry:
+        header = read_header(self.handle.fd, offset, offset + length)
+        if (header is None or header.group != group
+                or header.data_offset + header.count * header.record_size != length):
+            raise StaleDirectory(group)
+        if (offset + length == self.directory.start and length - header.data_offset <= ONE_FLUSH_BYTES
+                and not _records_intact(self.handle.fd, offset + header.data_offset, header)):
+            raise StaleDirectory(group)  # the pack's last generation, torn by a crash (LocalStorage._append)
+        return PackEntry(offset, header, length)
 
 
-# Records up to this size are appended with their header and one flush, and a scan checks the pack's
+# Records up to this size are appended with their header and one flush, and a read checks the pack's
 # last generation against its checksum when it is this small (at most about 40 µs); larger ones are
 # flushed before their header is written, so their header on disk says they are whole.
 ONE_FLUSH_BYTES = 64 << 10
@@ -246,33 +303,90 @@ def _records_intact(fd: int, start: int, header: Header) -> bool:
     return crc == header.records_crc
 
 
-# A scan's read of a header: any group name this shop makes fits (HEADER_READ when not). Reading the
-# pack 64 KiB at a time instead, for several headers a read, measured slower (the copy).
+# A read of a header: any group name this shop makes fits (HEADER_READ when not). Reading the pack
+# 64 KiB at a time instead, for several headers a read, measured slower (the copy).
 HEADER_PEEK = 256
+# A reader's first look at a pack reads this much of its end: a directory of up to 127 groups.
+TAIL_READ = 4096
+
+
+def read_header(fd: int, offset: int, limit: int) -> Header | None:
+    """The generation header at `offset` of a pack, None when there is none whole before `limit`."""
+    data = os.pread(fd, min(HEADER_PEEK, limit - offset), offset)
+    try:
+        return decode_header(data)
+    except CorruptFile:
+        if len(data) < HEADER_PEEK:
+            return None
+    try:  # a long group name
+        return decode_header(os.pread(fd, min(HEADER_READ, limit - offset), offset))
+    except CorruptFile:
+        return None
+
+
+def read_directory(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack | None:
+    """The pack as its last directory describes it (one read of its tail), None when it does not
+    end with a whole directory (an append under way or torn, or a pack written before directories):
+    scan_pack() then. Entries of `known` (an earlier read of the same file) still listed stay."""
+    if size < fmt.directory_size(0):
+        return None
+    take = min(TAIL_READ, size)
+    data = os.pread(handle.fd, take, size - take)
+    length = fmt.directory_length(data)
+    if length is None or length > size:
+        return None
+    block = data[take - length:] if length <= take else os.pread(handle.fd, length, size - length)
+    try:
+        directory = fmt.Directory(block, size - length)
+    except CorruptFile:
+        return None
+    entries = {}
+    if known is not None and known.inode == inode and known.entries:
+        for group, entry in known.entries.items():
+            try:
+                if directory.find(_digest(group)) == (entry.offset, entry.length):
+                    entries[group] = entry
+            except CorruptFile:
+                return None
+    return Pack(handle, inode, size, entries, size, directory)
 
 
 def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack:
     """Read a pack's generation headers from the start, or on from `known` (a scan of the same
-    file: a pack only grows, by whole generations, until a compaction renames a new file over it).
-    The scan stops at the first header that fails its checks or whose records run past `size`, and
-    at a last generation whose records fail their checksum (LocalStorage._append)."""
+    file: a pack only grows, by whole appends, until a compaction renames a new file over it),
+    skipping directories. The scan stops at the first header or directory that fails its checks or
+    runs past `size`, and at a last generation whose records fail their checksum
+    (LocalStorage._append)."""
+    fd = handle.fd
     entries, offset = (dict(known.entries), known.end) if known is not None else ({}, 0)
+    last = size  # where the pack's last generation ends: before its directory
+    if size >= fmt.DIRECTORY_TAIL.size:
+        length = fmt.directory_length(os.pread(fd, fmt.DIRECTORY_TAIL.size, size - fmt.DIRECTORY_TAIL.size))
+        if length is not None and length <= size:
+            last = size - length
     while offset < size:
-        data = os.pread(handle.fd, min(HEADER_PEEK, size - offset), offset)
-        try:
-            header = decode_header(data)
-        except CorruptFile:
-            if len(data) < HEADER_PEEK:
+        data = os.pread(fd, min(HEADER_PEEK, size - offset), offset)
+        if data[:8] == fmt.DIRECTORY_MAGIC:
+            if len(data) < 12:
                 break
-            try:  # a long group name
-                header = decode_header(os.pread(handle.fd, min(HEADER_READ, size - offset), offset))
-            except CorruptFile:
+            length = fmt.directory_size(int.from_bytes(data[8:12], "big"))
+            if offset + length > size:
                 break
+            if offset + length == size:  # the one a reader reads: whole, or the scan ends before it
+                try:
+                    fmt.Directory(os.pread(fd, length, offset), offset).spans()
+                except CorruptFile:
+                    break
+            offset += length
+            continue
+        header = read_header(fd, offset, size)
+        if header is None:
+            break
         length = header.data_offset + header.count * header.record_size
         if offset + length > size:
             break
-        if (offset + length == size and length - header.data_offset <= ONE_FLUSH_BYTES
-                and not _records_intact(handle.fd, offset + header.data_offset, header)):
+        if (offset + length in (size, last) and length - header.data_offset <= ONE_FLUSH_BYTES
+                and not _records_intact(fd, offset + header.data_offset, header)):
             break  # the pack's last generation, torn by a crash before its append was flushed
         entries[header.group] = PackEntry(offset, header, length)
         offset += length
@@ -428,7 +542,8 @@ class LocalStorage:
         return self._pack_at(_places(self._root, group, self.BUCKET_DIGITS)[2], fd)
 
     def _pack_at(self, path: str, fd: int | None = None) -> Pack | None:
-        bucket = path  # (one key per pack)
+        """The pack at `path`: the last read while the file is the same, else its directory (one
+        read), else a scan (on from the last scan of the same file)."""
         if fd is None:
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -438,27 +553,46 @@ class LocalStorage:
             fd = os.dup(fd)
         handle = Handle(fd)
         status = os.fstat(fd)
+        inode, size = status.st_ino, status.st_size
         with self._lock:
-            known = self._packs.get(bucket)
-        if known is not None and known.inode == status.st_ino and known.end <= status.st_size:
-            if known.size == status.st_size and known.settled:
-                return known
-            pack = scan_pack(known.handle, status.st_ino, status.st_size, known)
-        else:
-            pack = scan_pack(handle, status.st_ino, status.st_size)
+            known = self._packs.get(path)
+        if known is not None and known.inode == inode and known.size == size and known.settled:
+            return known
+        pack = read_directory(handle, inode, size, known)
+        if pack is None:
+            if known is not None and known.inode == inode and known.end <= size and known.directory is None:
+                pack = scan_pack(known.handle, inode, size, known)
+            else:
+                pack = scan_pack(handle, inode, size)
+        return self._remember(path, pack)
+
+    def _remember(self, path: str, pack: Pack) -> Pack:
         with self._lock:
-            self._packs.pop(bucket, None)
-            self._packs[bucket] = pack
+            self._packs.pop(path, None)
+            self._packs[path] = pack
             while len(self._packs) > self.OPEN_PACKS:
                 self._packs.pop(next(iter(self._packs)))
         return pack
+
+    def _entry(self, group: str, pack: Pack, *, writing: bool = False) -> tuple[Pack, PackEntry | None]:
+        """The group's entry in `pack`, and the pack it was found in: scanned instead when its
+        directory cannot say (Pack.entry), or, `writing` (to append after it), when the pack's last
+        generation is not whole."""
+        try:
+            if writing:
+                pack.check_last()
+            return pack, pack.entry(group)
+        except StaleDirectory:
+            path = _places(self._root, group, self.BUCKET_DIGITS)[2]
+            pack = self._remember(path, scan_pack(pack.handle, pack.inode, pack.size))
+            return pack, pack.entry(group)
 
     def open(self, group: str) -> Opened | None:
         """The group's published generation; None when it changed while being opened (look again)."""
         pack = self._pack(group)
         if pack is None:
             return Opened(None, None)
-        entry = pack.entries.get(group)
+        pack, entry = self._entry(group, pack)
         if entry is None:
             return Opened(pack.stamp, None, pack.settled)
         if entry.header.layout != EXTERNAL:
@@ -479,7 +613,7 @@ class LocalStorage:
     def footprint(self, group: str) -> int:
         """Bytes the group's published generation takes in its pack or its own file."""
         pack = self._pack(group)
-        entry = pack.entries.get(group) if pack else None
+        entry = self._entry(group, pack)[1] if pack else None
         if entry is None:
             return 0
         if entry.header.layout == EXTERNAL:
@@ -515,16 +649,17 @@ class LocalStorage:
         self._append(group, header, chunks, tidy=tidy)
 
     def _append(self, group: str, header: bytes, chunks, own: int | None = None, tidy: bool = True) -> None:
-        """Append one generation (its header and its records, from `chunks`) to the group's pack:
-        the records, then the header over the zeros before them (a reader on this host sees the
-        generation whole or not at all), then one fdatasync. A crash before that flush ends can
-        leave the header on disk and not all the records: a scan checks the last generation's
-        records against their checksum, so such a one is never read and the next append cuts it
-        off. Records over ONE_FLUSH_BYTES (which a scan does not check) are flushed before their
-        header is written. The group's previous own file goes (`own`: the one that stays); with
-        `tidy` (commits), one listing of the folder also removes whatever a crash left of the
-        group's and the pack's files (older own files, dead writers' files); a bulk build leaves
-        that to the next commit. The pack is compacted once its garbage passes a quarter of it."""
+        """Append one generation (its header and its records, from `chunks`) to the group's pack,
+        with the pack's directory after it: the records and the directory, then the header over the
+        zeros before them (a reader on this host sees the generation whole or not at all), then one
+        fdatasync. A crash before that flush ends can leave the header on disk and not all the
+        records: a read checks the last generation's records against their checksum, so such a one is
+        never read and the next append cuts it off. Records over ONE_FLUSH_BYTES (which a read does
+        not check) are flushed before their header is written. The group's previous own file goes
+        (`own`: the one that stays); with `tidy` (commits), one listing of the folder also removes
+        whatever a crash left of the group's and the pack's files (older own files, dead writers'
+        files); a bulk build leaves that to the next commit. The pack is compacted once its garbage
+        passes a quarter of it."""
         path = self.pack_path(group)
         try:
             fd = os.open(path, os.O_RDWR)  # (O_CREAT costs a wait on the file system's journal)
@@ -534,15 +669,15 @@ class LocalStorage:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             created = True
         try:
-            pack = self._pack(group, fd)
-            previous = pack.entries.get(group)
+            pack, previous = self._entry(group, self._pack(group, fd), writing=True)
             if pack.end < pack.size:  # an append killed midway: at most one generation's bytes
                 if pack.size - pack.end > self.EXTERNAL_BYTES + HEADER_READ:
                     raise CorruptFile(f"{path}: {pack.size - pack.end} bytes after its last whole generation, "
                                       "more than an append leaves: a damaged pack (rebuild_index the groups in it)")
                 os.ftruncate(fd, pack.end)
             end = pack.end
-            if self._append_records(fd, end, len(header), chunks) > ONE_FLUSH_BYTES:
+            spans = dict(pack.spans)
+            if self._append_records(fd, end, header, chunks, spans, self.digest(group)) > ONE_FLUSH_BYTES:
                 os.fdatasync(fd)
             os.pwrite(fd, header, end)
             os.fdatasync(fd)
@@ -566,36 +701,66 @@ class LocalStorage:
             self.compact(str(path))
 
     @staticmethod
-    def _append_records(fd: int, end: int, header_length: int, chunks) -> int:
-        """Zeros where the header goes (a scan stops there until the header is written), the records
-        after them; returns the records' bytes."""
-        os.pwrite(fd, bytes(header_length), end)
-        offset = end + header_length
+    def _append_records(fd: int, end: int, header: bytes, chunks, spans: dict, digest: str) -> int:
+        """Zeros where the header goes (a read stops there until the header is written), the records
+        after them, then the pack's directory with the group at `end` (`spans`, updated); returns the
+        records' bytes. Records held in memory go in one write with their directory."""
+        if isinstance(chunks, list):
+            size = sum(memoryview(chunk).nbytes for chunk in chunks)
+            spans[digest] = (end, len(header) + size)
+            pwrite_all(fd, b"".join([bytes(len(header)), *chunks, fmt.encode_directory(spans)]), end)
+            return size
+        os.pwrite(fd, bytes(len(header)), end)
+        offset = end + len(header)
         for chunk in chunks:
             offset += pwrite_all(fd, chunk, offset)
-        return offset - end - header_length
+        spans[digest] = (end, offset - end)
+        pwrite_all(fd, fmt.encode_directory(spans), offset)
+        return offset - end - len(header)
 
-    def fragmented(self, path: str) -> bool:
-        """Whether the pack takes more disk blocks than its bytes rounded up to 4 KiB: on ext4 a file
-        appended in more than four pieces among other files' appends has an extent block of its
-        own (a bulk build leaves most packs so: 5.5 KB more a pack, 0.7 bytes an entry at
-        500,000,000 entries); compact() rewrites it in one piece."""
-        status = os.stat(path)
-        return status.st_blocks * 512 > -(-status.st_size // 4096) * 4096
+    def needs_compaction(self, path: str) -> bool:
+        """Whether the pack takes more disk blocks than its live generations and directory, rounded
+        up to 4 KiB, need (superseded generations and directories: a bulk build leaves up to a group's
+        count of directories in each pack; and on ext4 a file appended in more than four pieces among
+        other files' appends has an extent block of its own: 5.5 KB more a pack, 0.7 bytes an entry
+        at 500,000,000 entries), or has no directory (written before packs had one: its readers scan
+        it); compact() rewrites it."""
+        pack, blocks = self._directory_of(path)
+        try:
+            return pack is None or blocks * 512 > -(-(pack.end - pack.garbage) // 4096) * 4096
+        except StaleDirectory:  # a directory pointing past itself: a damaged pack, rewritten from a scan
+            return True
+
+    def has_directory(self, path: str) -> bool:
+        return self._directory_of(path)[0] is not None
+
+    @staticmethod
+    def _directory_of(path: str) -> tuple[Pack | None, int]:
+        """The pack as its directory has it (None: it has none), and its disk blocks."""
+        fd = os.open(path, os.O_RDONLY)
+        status = os.fstat(fd)
+        return read_directory(Handle(fd), status.st_ino, status.st_size), status.st_blocks
 
     def compact(self, path: str) -> None:
-        """Write the pack's live generations to a new file and rename it over the pack (the caller
-        holds the pack's lock). Readers of the old file keep it open until they look again."""
-        pack = self._pack_at(path)
-        if pack is None:
+        """Write the pack's live generations and a directory of them to a new file and rename it over
+        the pack (the caller holds the pack's lock). Readers of the old file keep it open until they
+        look again."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
             return
+        handle = Handle(fd)
+        pack = scan_pack(handle, 0, os.fstat(fd).st_size)  # (not the directory: a scan checks the last generation)
         folder, name = os.path.split(path)
         out = GenerationFile.create(Path(folder), name.removesuffix(".pack"))
         try:
-            for entry in sorted(pack.entries.values(), key=lambda entry: entry.offset):
+            spans = {}
+            for group, entry in sorted(pack.entries.items(), key=lambda item: item[1].offset):
+                spans[self.digest(group)] = (out.size, entry.length)
                 for start in range(0, entry.length, 8 << 20):
-                    data = os.pread(pack.handle.fd, min(8 << 20, entry.length - start), entry.offset + start)
+                    data = os.pread(fd, min(8 << 20, entry.length - start), entry.offset + start)
                     out.size += pwrite_all(out.fd, data, out.size)
+            out.size += pwrite_all(out.fd, fmt.encode_directory(spans), out.size)
             os.fsync(out.fd)
             os.replace(out.path, path)
             fsync_dir(out.path.parent)

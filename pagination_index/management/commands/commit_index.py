@@ -16,8 +16,9 @@ class Command(BaseCommand):
         parser.add_argument("--group", action="append", default=[], metavar="GROUP",
                             help="Commit only this group (repeatable), e.g. a SKU or SKU/5.")
         parser.add_argument("--compact", action="store_true",
-                            help="Then rewrite in one piece every pack taking more disk blocks than its bytes "
-                                 "need (after a bulk load or a full rebuild_index: about 0.7 bytes an entry).")
+                            help="Then rewrite in one piece every pack taking more disk blocks than its live "
+                                 "generations need (after a bulk load or a full rebuild_index: about 0.7 bytes "
+                                 "an entry), or with no directory (written by an older version).")
 
     @reports_unavailable
     def handle(self, *args, group, verbosity, compact=False, **options):

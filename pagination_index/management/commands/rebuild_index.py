@@ -87,7 +87,7 @@ class Command(ReportingCommand):
         if not product:  # the files backend's packs, appended to in turn by every group: one piece each again
             packs = index.compact_packs()
             if packs:
-                self.note(f"rewrote {packs} pack(s) left in pieces on disk")
+                self.note(f"rewrote {packs} pack(s) in one piece, without superseded generations or directories")
         if rebuild.budget.throttles:
             self.warn(f"{rebuild.budget.throttles} read(s) throttled and retried at a lower rate")
         self.summary(f"rebuilt {rebuild.groups} groups ({rebuild.entries:,} entries); "
