@@ -272,16 +272,14 @@ class Pack:
             return
         for digest, (offset, length) in self.spans.items():
             if offset + length == self.directory.start:
-                header = read_header(self.handle.fd, offset, offset + length)
-                if header is None or _digest(header.group) != digest:
-                    raise StaleDirectory(digest)
-                self._whole(header.group, offset, length)
+                self._whole(None, offset, length, digest)
                 return
         raise StaleDirectory("no generation before the directory")
 
-    def _whole(self, group: str, offset: int, length: int) -> PackEntry:
+    def _whole(self, group: str | None, offset: int, length: int, digest: str | None = None) -> PackEntry:
+        """The generation at `offset`, of `group` (or of the group with `digest`), checked whole."""
         header = read_header(self.handle.fd, offset, offset + length)
-        if (header is None or header.group != group
+        if (header is None or (header.group != group if digest is None else _digest(header.group) != digest)
                 or header.data_offset + header.count * header.record_size != length):
             raise StaleDirectory(group)
         if (offset + length == self.directory.start and length - header.data_offset <= ONE_FLUSH_BYTES
@@ -324,10 +322,10 @@ def read_header(fd: int, offset: int, limit: int) -> Header | None:
         return None
 
 
-def read_directory(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack | None:
+def read_directory(handle: Handle, inode: int, size: int) -> Pack | None:
     """The pack as its last directory describes it (one read of its tail), None when it does not
     end with a whole directory (an append under way or torn, or a pack written before directories):
-    scan_pack() then. Entries of `known` (an earlier read of the same file) still listed stay."""
+    scan_pack() then."""
     if size < fmt.directory_size(0):
         return None
     take = min(TAIL_READ, size)
@@ -340,15 +338,7 @@ def read_directory(handle: Handle, inode: int, size: int, known: Pack | None = N
         directory = fmt.Directory(block, size - length)
     except CorruptFile:
         return None
-    entries = {}
-    if known is not None and known.inode == inode and known.entries:
-        for group, entry in known.entries.items():
-            try:
-                if directory.find(_digest(group)) == (entry.offset, entry.length):
-                    entries[group] = entry
-            except CorruptFile:
-                return None
-    return Pack(handle, inode, size, entries, size, directory)
+    return Pack(handle, inode, size, {}, size, directory)
 
 
 def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) -> Pack:
@@ -558,7 +548,7 @@ class LocalStorage:
             known = self._packs.get(path)
         if known is not None and known.inode == inode and known.size == size and known.settled:
             return known
-        pack = read_directory(handle, inode, size, known)
+        pack = read_directory(handle, inode, size)
         if pack is None:
             if known is not None and known.inode == inode and known.end <= size and known.directory is None:
                 pack = scan_pack(known.handle, inode, size, known)
