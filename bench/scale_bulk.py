@@ -46,7 +46,9 @@ reads' own, with CPU per read and the pair rate the readers achieved (below 320 
 fall behind, as on DynamoDB Local: then the figures include the queue for the cores), and at() of
 another rank called as a page view calls it, right after count() ("at after count()"): the pair's
 at() is each reader's first call after its sleep, and finds a Redis server idle or, on the files
-backend, opens the group's file for the first time in that reader (docs/scaling.md); the apply
+backend, looks at the group's pack for the first time in that reader (docs/scaling.md); on Redis
+backends, the same-run baseline of that first call: each reader sleeps again for half a slot and
+times a bare PING to the group's server ("ping after sleep"); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of
 random ranks against the generated data; peak RSS (VmHWM) of every process, and of the store's
 servers (redis-server, DynamoDB Local's JVM). Saved to bench/results/scale_bulk[-smoke]-<UTC time>.json.
@@ -162,15 +164,27 @@ def compact_part(args) -> int:
     return open_index("files", options).compact_packs(share)
 
 
+def pinger(index):
+    """A bare round trip (PING) to the server holding a group's key, on a Redis backend: the same-run
+    baseline of a first call after a sleep (None on other backends: files has no server; a DynamoDB
+    call is itself the request's cost)."""
+    from pagination_index.backends.redis import RedisIndex
+
+    if not isinstance(index, RedisIndex):
+        return None
+    return lambda group: index._reader(index.key(group)).ping()
+
+
 def read_part(args) -> dict:
     """One reader: `reads` reads of at() and range(20) at uniformly random depth, paced; then, as a
     page view calls them, count() and at() of another rank of the group (at_after_count_ms): a
     page's at() follows count() of the same group, the pair's at() follows a sleep."""
     backend, options, sizes, seed, rate, reads = args
     index = open_index(backend, options)
+    ping = pinger(index)
     rng = np.random.default_rng(seed)
     cumulative = np.cumsum(sizes)
-    at_ms, range_ms, at_after_ms, checks, cpu = [], [], [], [], 0.0
+    at_ms, range_ms, at_after_ms, ping_ms, checks, cpu = [], [], [], [], [], 0.0
     next_at = first = time.perf_counter()
     for n in range(reads):
         comment = int(rng.integers(0, cumulative[-1]))
@@ -191,6 +205,11 @@ def read_part(args) -> dict:
         began = time.perf_counter()
         index.at(group, int(rng.integers(0, int(sizes[number]))))
         at_after_ms.append((time.perf_counter() - began) * 1000)
+        if ping is not None:  # the baseline, half a slot later: a bare round trip to the group's server after a sleep
+            time.sleep(max(0.0, next_at + 0.5 / rate - time.perf_counter()))
+            began = time.perf_counter()
+            ping(group)
+            ping_ms.append((time.perf_counter() - began) * 1000)
         if n % 20 == 0:
             checks.append((number, rank, found, page))
     pairs_per_second = reads / (time.perf_counter() - first)  # below `rate` when the reads fall behind
@@ -199,7 +218,8 @@ def read_part(args) -> dict:
         records, _ = product(number, int(sizes[number]))
         assert found == as_entries(records[rank:rank + 1])[0], (number, rank, found)
         assert page[0] == found and len(page) == min(20, int(sizes[number]) - rank)
-    return {"at_ms": at_ms, "range_ms": range_ms, "at_after_count_ms": at_after_ms, "cpu_seconds": cpu, "pairs_per_second": pairs_per_second,
+    return {"at_ms": at_ms, "range_ms": range_ms, "at_after_count_ms": at_after_ms, "ping_ms": ping_ms,
+            "cpu_seconds": cpu, "pairs_per_second": pairs_per_second,
             "checks": len(checks), "peak_rss_mib": peak}
 
 
@@ -229,7 +249,7 @@ def pct(values, p) -> float:
 
 
 def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float, out,
-        reads_per_reader: int = READS_PER_READER) -> dict:
+        reads_per_reader: int = READS_PER_READER, cluster_node_timeout: int = 15000) -> dict:
     sizes = np.array(product_sizes(entries // 2), dtype=np.int64)
     total_entries = 2 * int(sizes.sum())
     options: dict = {"path": str(folder / "index")}
@@ -244,7 +264,7 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         from tests.services import RedisClusterServers
 
         (folder / "cluster").mkdir()
-        cluster = RedisClusterServers(folder / "cluster").start()  # 3 primaries, a replica each
+        cluster = RedisClusterServers(folder / "cluster", node_timeout_ms=cluster_node_timeout).start()  # 3 primaries, a replica each
         options["env"] = {"PAGINATION_INDEX_BACKEND": "redis", "PAGINATION_INDEX_REDIS_URL": cluster.url}
     elif backend == "dynamodb":
         from stack.dynamodb_local import DynamoDBLocal
@@ -287,6 +307,8 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
                             "cpu_seconds": sum(part["cpu_seconds"] for part in parts), "processes": workers,
                             "peak_rss_mib_per_process": max(part["peak_rss_mib"] for part in parts),
                             **({"compaction": compaction} if compaction else {})}}
+        if cluster is not None:
+            result["cluster_node_timeout_ms"] = cluster_node_timeout
         out(f"  built in {build_seconds:,.0f} s: {total_entries / build_seconds:,.0f} entries/s"
             + (f" (compaction of {compaction['packs_rewritten']:,} packs {compaction['seconds']:,.0f} s of it)" if compaction else ""))
         servers = {"redis": redis_server, "redis-cluster": cluster, "dynamodb": dynamodb}
@@ -315,6 +337,9 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
                            "pairs_per_second_achieved": sum(part["pairs_per_second"] for part in readers),
                            "spot_checks": sum(part["checks"] for part in readers),
                            "peak_rss_mib_per_reader": max(part["peak_rss_mib"] for part in readers)}
+        ping_ms = [value for part in readers for value in part["ping_ms"]]
+        if ping_ms:
+            result["reads"].update(ping_after_sleep_p50_ms=pct(ping_ms, 50), ping_after_sleep_p99_ms=pct(ping_ms, 99))
         out(f"  reads: {result['reads']}")
         with context.Pool(1) as pool:
             result["apply"] = pool.apply(apply_part, ((backend, options, sizes),))
@@ -486,6 +511,9 @@ def main(argv=None) -> int:
                         help="reads a second per reader (at() then range(20)); 16 readers (default 20: 320 pairs/s)")
     parser.add_argument("--folder", help="where the files, the Redis servers and DynamoDB Local's log live "
                                          "(default: a temporary folder)")
+    parser.add_argument("--cluster-node-timeout", type=int, default=15000, metavar="MS",
+                        help="the Redis Cluster's cluster-node-timeout (default Redis's own, 15000; the tests run "
+                             "1000, so a lost node is seen at once, and its nodes then ping each other ten times as often)")
     parser.add_argument("--smoke", action="store_true",
                         help=f"{SMOKE_DEFAULT:,} entries on every backend but DynamoDB ({SMOKE_ENTRIES['dynamodb']:,})")
     args = parser.parse_args(argv)
@@ -499,7 +527,7 @@ def main(argv=None) -> int:
         try:
             entries = SMOKE_ENTRIES.get(backend, SMOKE_DEFAULT) if args.smoke else (args.entries or FULL_ENTRIES[backend])
             reads = SMOKE_READS.get(backend, READS_PER_READER) if args.smoke else READS_PER_READER
-            results.append(run(backend, entries, folder, args.workers, args.read_rate, out, reads))
+            results.append(run(backend, entries, folder, args.workers, args.read_rate, out, reads, args.cluster_node_timeout))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     rows = [[r["backend"], f"{r['index_entries']:,}", f"{r['build']['entries_per_second']:,.0f}",
