@@ -7,6 +7,7 @@
     python -m bench.scale_bulk --backend redis-cluster                 #   20,000,000 on a 3-primary cluster
     python -m bench.scale_bulk --backend dynamodb                      #   1,000,000 on DynamoDB Local
     python -m bench.scale_bulk --backend files --entries 10000000      # any size
+    python -m bench.scale_bulk --backend redis-cluster --cluster-node-timeout 1000  # as the tests run it
     python -m bench.scale_bulk --smoke                                 # 200,000 entries, each backend
                                                                        #   (DynamoDB: 20,000)
 
