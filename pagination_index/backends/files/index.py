@@ -20,7 +20,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from botocore.exceptions import BotoCoreError, ClientError
@@ -592,8 +592,8 @@ class FileIndex(NetWriteIndex):
         """The older layout (a folder per group) still to migrate, and packs a bulk load left in pieces
         or written before packs had directories."""
         if not self.journal.has_layout_marker():
-            old = self.old_layout_groups()
-            return [f"{len(old)} groups in the older layout (a folder per group): stop sync_index and run "
+            old = sum(1 for _ in self.old_layout_groups())
+            return [f"{old} groups in the older layout (a folder per group): stop sync_index and run "
                     "`manage.py migrate_files_index`"] if old else []
         packs = [path for path in self.journal.root.glob("??/*.pack")]
         loose = sum(self.journal.needs_compaction(str(path)) for path in packs)
@@ -601,9 +601,12 @@ class FileIndex(NetWriteIndex):
                 "no directory (a bulk load, a full rebuild or an older version leaves them so): "
                 "`manage.py commit_index --compact` rewrites them"] if loose else []
 
-    def old_layout_groups(self) -> list[Path]:
-        """The group folders of the older layout (PATH/ab/cd/<digest>/, one per group) still to upgrade."""
-        return sorted(self.journal.root.glob("??/??/*/name"))
+    def old_layout_groups(self) -> Iterator[Path]:
+        """The `name` files of the older layout's group folders (PATH/ab/cd/<digest>/, one per group)
+        still to upgrade, one top folder's at a time (listed before any is moved): memory follows a
+        256th of the groups, not all of them."""
+        for top in sorted(self.journal.root.glob("??")):
+            yield from sorted(top.glob("??/*/name"))
 
     def upgrade_group(self, name_file: Path) -> int:
         """Move one group of the older layout into its pack (the same generation: its file appended

@@ -21,18 +21,19 @@ class Command(ReportingCommand):
         index = get_index()
         if not isinstance(index, FileIndex):
             raise CommandError("PAGINATION_INDEX is not the files backend (PAGINATION_INDEX_BACKEND=files).")
-        folders = index.old_layout_groups()
+        groups = sum(1 for _ in index.old_layout_groups())  # counted first, for the progress bar's total
         if dry_run:
-            self.stdout.write(f"would move {len(folders):,} groups into packs; nothing written")
+            self.stdout.write(f"would move {groups:,} groups into packs; nothing written")
             return
-        progress = self.progress(len(folders), "moving groups into packs") if folders else None
-        entries = 0
-        for name_file in folders:
+        progress = self.progress(groups, "moving groups into packs") if groups else None
+        entries = moved = 0
+        for name_file in index.old_layout_groups():
             entries += index.upgrade_group(name_file)
+            moved += 1
             if progress:
                 progress.advance()
         if progress:
             progress.finish()
         index.finish_upgrade()
         self.stdout.write(self.style.SUCCESS(
-            f"moved {len(folders):,} groups ({entries:,} entries in their generations) into packs"))
+            f"moved {moved:,} groups ({entries:,} entries in their generations) into packs"))
