@@ -236,26 +236,24 @@ def encode_header(*, group: str, layout: int, record_size: int, count: int, gene
     return fixed + _CRC.pack(zlib.crc32(fixed))
 
 
-def decode_header(data: bytes, at: int = 0) -> Header:
-    """The header at offset `at` of `data` (a pack's scan decodes several from one read)."""
-    if len(data) < at + _FIXED.size:
+def decode_header(data: bytes) -> Header:
+    if len(data) < _FIXED.size:
         raise CorruptFile("not an index file (bad magic)")
-    magic, version, layout, record_size, count, generation, records_crc, name_length = _FIXED.unpack_from(data, at)
+    magic, version, layout, record_size, count, generation, records_crc, name_length = _FIXED.unpack_from(data)
     if magic != MAGIC:
         raise CorruptFile("not an index file (bad magic)")
     if version != VERSION:
         raise CorruptFile(f"format version {version}, this code reads {VERSION}")
-    end = at + _FIXED.size + name_length
+    end = _FIXED.size + name_length
     if len(data) < end + 4:
         raise CorruptFile("header checksum mismatch (cut short)")
-    if _CRC.unpack_from(data, end)[0] != zlib.crc32(memoryview(data)[at:end]):
+    if _CRC.unpack_from(data, end)[0] != zlib.crc32(memoryview(data)[:end]):
         raise CorruptFile("header checksum mismatch")
     if layout == EXTERNAL and (record_size, count) != (0, 0):
         raise CorruptFile("an external pointer with records")
     if layout not in (UUID24, PACKED, EXTERNAL) or (layout != EXTERNAL and record_size < (24 if layout == UUID24 else 11)):
         raise CorruptFile(f"unknown record layout {layout}/{record_size}")
-    return Header(layout, record_size, count, generation, records_crc, bytes(data[at + _FIXED.size:end]).decode(),
-                  end + 4 - at)
+    return Header(layout, record_size, count, generation, records_crc, bytes(data[_FIXED.size:end]).decode(), end + 4)
 
 
 def directory_size(count: int) -> int:
@@ -269,6 +267,14 @@ def encode_directory(spans: dict[str, tuple[int, int]]) -> bytes:
     body += [_DIRECTORY_ENTRY.pack(bytes.fromhex(digest), offset, length) for digest, (offset, length) in spans.items()]
     block = b"".join(body)
     return block + DIRECTORY_TAIL.pack(zlib.crc32(block), len(block) + DIRECTORY_TAIL.size, DIRECTORY_END)
+
+
+def directory_length_at_head(head: bytes) -> int | None:
+    """The length of the directory starting with `head` (its first bytes, as a scan reads them),
+    None when they are too few to say."""
+    if len(head) < _DIRECTORY_HEAD.size:
+        return None
+    return directory_size(_DIRECTORY_HEAD.unpack_from(head)[1])
 
 
 def directory_length(tail: bytes) -> int | None:
@@ -300,9 +306,6 @@ class Directory:
         if crc != zlib.crc32(memoryview(block)[: length - DIRECTORY_TAIL.size]):
             raise CorruptFile("pack directory checksum mismatch")
         self.block, self.start, self.end = block, start, length - DIRECTORY_TAIL.size
-
-    def __len__(self) -> int:
-        return (self.end - _DIRECTORY_HEAD.size) // _DIRECTORY_ENTRY.size
 
     def find(self, digest: str) -> tuple[int, int] | None:
         """(offset, length) of the group's last generation, None when the pack has none."""

@@ -281,10 +281,10 @@ class Pack:
         header = read_header(self.handle.fd, offset, offset + length)
         if (header is None or (header.group != group if digest is None else _digest(header.group) != digest)
                 or header.data_offset + header.count * header.record_size != length):
-            raise StaleDirectory(group)
+            raise StaleDirectory(group or digest)
         if (offset + length == self.directory.start and length - header.data_offset <= ONE_FLUSH_BYTES
                 and not _records_intact(self.handle.fd, offset + header.data_offset, header)):
-            raise StaleDirectory(group)  # the pack's last generation, torn by a crash (LocalStorage._append)
+            raise StaleDirectory(group or digest)  # the pack's last generation, torn by a crash (LocalStorage._append)
         return PackEntry(offset, header, length)
 
 
@@ -357,10 +357,8 @@ def scan_pack(handle: Handle, inode: int, size: int, known: Pack | None = None) 
     while offset < size:
         data = os.pread(fd, min(HEADER_PEEK, size - offset), offset)
         if data[:8] == fmt.DIRECTORY_MAGIC:
-            if len(data) < 12:
-                break
-            length = fmt.directory_size(int.from_bytes(data[8:12], "big"))
-            if offset + length > size:
+            length = fmt.directory_length_at_head(data)
+            if length is None or offset + length > size:
                 break
             if offset + length == size:  # the one a reader reads: whole, or the scan ends before it
                 try:
