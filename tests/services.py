@@ -6,8 +6,37 @@ import subprocess
 import time
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from stack.dynamodb_local import free_port
+from stack.dynamodb_local import free_port, free_ports
+
+PORT_ATTEMPTS = 3  # a port free a moment ago can be taken by another process before the server binds it
+
+
+class PortTaken(RuntimeError):
+    pass
+
+
+def wait_for_redis(process: subprocess.Popen, port: int, log) -> None:
+    """Until the redis-server on `port` answers PING. If it exits first, PortTaken when its log says
+    the address was in use (the caller tries other ports), else a RuntimeError with the log's tail."""
+    client = redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=1,
+                         retry=Retry(NoBackoff(), 0))  # this loop is the retry, and it watches the process
+    for _ in range(200):
+        try:
+            client.ping()
+            return
+        except (redis.ConnectionError, redis.TimeoutError):
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    else:
+        process.kill()
+        process.wait(10)
+    tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+    error = PortTaken if any("Address already in use" in line for line in tail) else RuntimeError
+    raise error(f"redis-server did not start on port {port}: " + (" | ".join(tail) or f"no log at {log}"))
 
 
 class RedisServer:
@@ -22,20 +51,27 @@ class RedisServer:
         self.process = None
 
     def start(self) -> "RedisServer":
+        """Starts it, on another free port if this one was taken meanwhile (only on a first start: a
+        restart keeps its port, which clients already know)."""
+        first = self.process is None
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start()
+            except PortTaken:
+                if not first or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start(self) -> "RedisServer":
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else ["--appendonly", "no"]
         self.process = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", *persistence,
              "--dir", str(self.folder), "--dbfilename", "dump.rdb", "--logfile", "redis.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
-        for _ in range(100):
-            try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server did not start on port {self.port}")
+        wait_for_redis(self.process, self.port, self.folder / "redis.log")
+        return self
 
     def stop(self) -> None:
         """Save to disk and exit, as an operator's SHUTDOWN SAVE would."""
@@ -63,8 +99,9 @@ class RedisClusterServers:
         self.folder = folder
         self.masters = masters
         self.node_timeout_ms = node_timeout_ms
-        self.ports = [free_port() for _ in range(masters * (1 + replicas))]
-        self.bus_ports = {port: free_port() for port in self.ports}
+        picked = free_ports(2 * masters * (1 + replicas))
+        self.ports = picked[::2]
+        self.bus_ports = dict(zip(self.ports, picked[1::2]))
         self.replicas = replicas
         self.processes: dict[int, subprocess.Popen] = {}
 
@@ -83,19 +120,21 @@ class RedisClusterServers:
              "--cluster-require-full-coverage", "no", "--cluster-replica-no-failover", "yes"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        client = redis.Redis(port=port, socket_connect_timeout=0.5)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server (cluster node) did not start on port {port}")
+        wait_for_redis(self.processes[port], port, folder / "redis.log")
 
     def start(self) -> "RedisClusterServers":
         try:
-            for port in self.ports:
-                self.start_node(port)
+            for index in range(len(self.ports)):
+                for attempt in range(1, PORT_ATTEMPTS + 1):
+                    try:
+                        self.start_node(self.ports[index])
+                        break
+                    except PortTaken:  # its port or bus port: the cluster is not formed yet, so take others
+                        if attempt == PORT_ATTEMPTS:
+                            raise
+                        del self.processes[self.ports[index]], self.bus_ports[self.ports[index]]
+                        self.ports[index], bus_port = free_ports(2)
+                        self.bus_ports[self.ports[index]] = bus_port
             subprocess.run(
                 ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
                  "--cluster-replicas", str(self.replicas), "--cluster-yes"],
