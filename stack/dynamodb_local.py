@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -37,17 +38,38 @@ def free_port() -> int:
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct ports free a moment ago: all are held open until the last is picked, so the
-    kernel cannot hand out the same one twice. Another process may still take one before the caller
-    binds it (they come from the ephemeral range outgoing connections use), so a server started on one
-    must be able to try again on another."""
+    """`count` distinct ports free a moment ago, for servers of our own. They are drawn at random from
+    below the kernel's ephemeral range, which every outgoing connection on the machine takes its port
+    from: a port from bind(0) is in that range and can be taken by any process's connection before our
+    server binds it. Here only another of our own picks can take it (and a server started on one still
+    tries another if it was: tests/services.py)."""
+    low, high = EPHEMERAL_PORTS
+    chosen: list[int] = []
     with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        while len(chosen) < count:
             sock = stack.enter_context(socket.socket())
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
+            try:
+                if low > 20_000:
+                    port = _random.randrange(10_000, low)
+                    sock.bind(("127.0.0.1", port))
+                else:  # no room below a range set that low: the kernel's pick
+                    sock.bind(("127.0.0.1", 0))
+            except OSError:
+                continue
+            chosen.append(sock.getsockname()[1])  # held until all are picked, so none comes twice
+    return chosen
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535  # IANA's dynamic range, which macOS and Windows use
+
+
+EPHEMERAL_PORTS = _ephemeral_ports()
+_random = random.SystemRandom()  # not the seedable one: two test workers seeded alike would pick alike
 
 
 def is_up(port: int) -> bool:
