@@ -14,7 +14,8 @@ component whose code called it, checked against that component's role in deploy/
   component never called (and that AWS does not call with the role on its behalf: ON_BEHALF, each
   with its reason) are listed in the summary; tests/deploy/test_roles.py asserts it for the tour.
 
-The record is written to test-artifacts/aws-actions.json.
+The record is written to test-artifacts/aws-actions.json. Under pytest-xdist each worker hands its
+calls to the controller, which checks them all.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import pytest
 
 ACCOUNT = "123456789012"
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACT = ROOT / "test-artifacts" / "aws-actions.json"
+ARTIFACT = Path(os.environ.get("AWS_ACTIONS_ARTIFACT", ROOT / "test-artifacts" / "aws-actions.json"))
 PROJECT, VENV, TESTS = f"{ROOT}{os.sep}", str(Path(sys.prefix).resolve()), f"{ROOT / 'tests'}{os.sep}"
 # Granted to a role for AWS to use, not for the shop's code: nothing in the suite can call them.
 ON_BEHALF = {
@@ -76,13 +77,19 @@ class Recorder:
 
 
 def _called_by_a_test() -> bool:
-    """Whether the code that made the call is a test's own (a hook writing to the table while a
-    command runs), not the component's: the innermost frame of the project's, outside this plugin."""
+    """Whether the call is a test's own, not the component's: walking out from the call, a test's
+    frame comes before the component's entry point. So a test's hook writing to the table while a
+    command runs, and a test seeding the table (through the project's own helpers) while its live
+    server answers a request in another thread, are the test's. A thread of the component's own
+    (parallel Scans, shard readers) has neither frame and is the component's."""
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename
-        if path.startswith(PROJECT) and not path.startswith(VENV) and path != __file__:
-            return path.startswith(TESTS)
+        if path == __file__:
+            if frame.f_code.co_name == "entered":  # the component's entry point (_enter)
+                return False
+        elif path.startswith(TESTS):
+            return True
         frame = frame.f_back
     return False
 
@@ -264,6 +271,9 @@ def _whole_suite(session) -> bool:
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: its calls go to the controller
+        session.config.workeroutput["aws_actions"] = [[list(key), count] for key, count in RECORDER.calls.items()]
+        return
     calls = RECORDER.all()
     refused = ungranted(calls)
     unused = unused_grants(calls) if _whole_suite(session) and exitstatus == 0 else {}
@@ -273,6 +283,14 @@ def pytest_sessionfinish(session, exitstatus):
     session.config._aws_actions_problems = (refused, unused)
     if refused:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: a worker's calls join the record the run is checked against (the
+    controller makes none of its own)."""
+    for key, count in getattr(node, "workeroutput", {}).get("aws_actions", []):
+        RECORDER.calls[tuple(key)] += count
 
 
 def pytest_terminal_summary(terminalreporter, config):
