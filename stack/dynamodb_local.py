@@ -41,34 +41,32 @@ def free_ports(count: int) -> list[int]:
     """`count` distinct ports free a moment ago, for servers of our own. They are drawn at random from
     below the kernel's ephemeral range, which every outgoing connection on the machine takes its port
     from: a port from bind(0) is in that range and can be taken by any process's connection before our
-    server binds it. Here only another of our own picks can take it (and a server started on one still
-    tries another if it was: tests/services.py)."""
-    low, high = EPHEMERAL_PORTS
+    server binds it. Here only another of our own picks can take it (and a test's redis-server started
+    on one still tries another if it was: tests/services.py)."""
     chosen: list[int] = []
-    with contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:  # each held until all are picked, so none comes twice
         while len(chosen) < count:
             sock = stack.enter_context(socket.socket())
-            try:
-                if low > 20_000:
-                    port = _random.randrange(10_000, low)
-                    sock.bind(("127.0.0.1", port))
-                else:  # no room below a range set that low: the kernel's pick
-                    sock.bind(("127.0.0.1", 0))
-            except OSError:
-                continue
-            chosen.append(sock.getsockname()[1])  # held until all are picked, so none comes twice
+            if EPHEMERAL_LOW <= 20_000:  # no room below a range set that low: the kernel's pick
+                sock.bind(("127.0.0.1", 0))
+            else:
+                try:
+                    sock.bind(("127.0.0.1", _random.randrange(10_000, EPHEMERAL_LOW)))
+                except OSError:  # in use: draw again
+                    continue
+            chosen.append(sock.getsockname()[1])
     return chosen
 
 
-def _ephemeral_ports() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 49152, 65535  # IANA's dynamic range, which macOS and Windows use
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152  # IANA's dynamic range, which macOS and Windows use
 
 
-EPHEMERAL_PORTS = _ephemeral_ports()
+EPHEMERAL_LOW = _ephemeral_low()
 _random = random.SystemRandom()  # not the seedable one: two test workers seeded alike would pick alike
 
 

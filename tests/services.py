@@ -18,6 +18,18 @@ class PortTaken(RuntimeError):
     pass
 
 
+def start_on_free_ports(start, move):
+    """start(); when it finds its port (or bus port) taken, move() to other free ports and start
+    again, up to PORT_ATTEMPTS times in all."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return start()
+        except PortTaken:
+            if attempt == PORT_ATTEMPTS:
+                raise
+            move()
+
+
 def wait_for_redis(process: subprocess.Popen, port: int, log) -> None:
     """Until the redis-server on `port` answers PING. If it exits first, PortTaken when its log says
     the address was in use (the caller tries other ports), else a RuntimeError with the log's tail."""
@@ -53,15 +65,12 @@ class RedisServer:
     def start(self) -> "RedisServer":
         """Starts it, on another free port if this one was taken meanwhile (only on a first start: a
         restart keeps its port, which clients already know)."""
-        first = self.process is None
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            try:
-                return self._start()
-            except PortTaken:
-                if not first or attempt == PORT_ATTEMPTS:
-                    raise
-                self.port = free_port()
-        raise AssertionError("unreachable")
+        if self.process is not None:
+            return self._start()
+        return start_on_free_ports(self._start, self._move)
+
+    def _move(self) -> None:
+        self.port = free_port()
 
     def _start(self) -> "RedisServer":
         persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else ["--appendonly", "no"]
@@ -125,16 +134,7 @@ class RedisClusterServers:
     def start(self) -> "RedisClusterServers":
         try:
             for index in range(len(self.ports)):
-                for attempt in range(1, PORT_ATTEMPTS + 1):
-                    try:
-                        self.start_node(self.ports[index])
-                        break
-                    except PortTaken:  # its port or bus port: the cluster is not formed yet, so take others
-                        if attempt == PORT_ATTEMPTS:
-                            raise
-                        del self.processes[self.ports[index]], self.bus_ports[self.ports[index]]
-                        self.ports[index], bus_port = free_ports(2)
-                        self.bus_ports[self.ports[index]] = bus_port
+                start_on_free_ports(lambda: self.start_node(self.ports[index]), lambda: self._move(index))
             subprocess.run(
                 ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{port}" for port in self.ports),
                  "--cluster-replicas", str(self.replicas), "--cluster-yes"],
@@ -145,6 +145,13 @@ class RedisClusterServers:
             self.stop()
             raise
         return self
+
+    def _move(self, index: int) -> None:
+        """Node `index` to other free ports (before the cluster is formed: none knows it yet)."""
+        del self.processes[self.ports[index]], self.bus_ports[self.ports[index]]
+        port, bus_port = free_ports(2)
+        self.ports[index] = port
+        self.bus_ports[port] = bus_port
 
     def node(self, port: int) -> redis.Redis:
         return redis.Redis(port=port, socket_connect_timeout=0.5, socket_timeout=2)

@@ -32,7 +32,7 @@ import pytest
 ACCOUNT = "123456789012"
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT = Path(os.environ.get("AWS_ACTIONS_ARTIFACT", ROOT / "test-artifacts" / "aws-actions.json"))
-PROJECT, VENV, TESTS = f"{ROOT}{os.sep}", str(Path(sys.prefix).resolve()), f"{ROOT / 'tests'}{os.sep}"
+TESTS = f"{ROOT / 'tests'}{os.sep}"
 # Granted to a role for AWS to use, not for the shop's code: nothing in the suite can call them.
 ON_BEHALF = {
     "stream": {
