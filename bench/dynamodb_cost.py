@@ -8,7 +8,7 @@ eventually consistent reads at half, transactions at double, GSI writes), for ea
 The shop runs in this process (Django's WSGI handler, nothing else running) against the strict
 endpoint in front of the dataset's DynamoDB Local; the endpoint's meter before and after a page view
 is its cost: the comments table, its GSIs and (with PAGINATION_INDEX_BACKEND=dynamodb) the index
-table, all together. (Not the meter per X-Shop-Request-Id: a filtered page reads its groups on a
+table, all together. (Not the meter per X-Request-Tag: a filtered page reads its groups on a
 thread pool, whose calls do not carry the request's id.) Page views are uncached: Django's
 cache is cleared before each, so the figures are what a view costs when nothing is cached (with the
 production caches most views cost nothing). Measured per backend: the flagship product's pages 1, 5,

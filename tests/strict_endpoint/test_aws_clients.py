@@ -1,6 +1,6 @@
 """The client layer (aws/) through the strict endpoint (issue 27): every call signed with the configured
 credentials, page requests within DYNAMODB_MAX_ATTEMPTS in all (counted at the endpoint by the page's
-X-Shop-Request-Id), a throttling storm answered 503 with Retry-After within the read timeout, a
+X-Request-Tag), a throttling storm answered 503 with Retry-After within the read timeout, a
 ValidationException not retried, unprocessed batch items sent again after a backoff, temporary
 credentials rotating under pages, and the DynamoDB index reading cancellation reasons."""
 from __future__ import annotations
