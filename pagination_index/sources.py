@@ -81,6 +81,11 @@ class BaseSource:
         index holds that the table no longer does by it)."""
         return group.startswith(self.group_prefix)
 
+    def named_groups(self, value: str) -> list[str]:
+        """The index groups a command's --group VALUE means in this source: the one group of that
+        value (a source whose groups derive from another's value may name several)."""
+        return [self.index_group(value)]
+
     def cache_scope(self, group: str) -> str:
         """The name of the generation that versions what query() shares of a group (CACHE_SECONDS):
         invalidate() moves it on. Groups of one table that change together may share one (a product's

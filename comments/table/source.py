@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pagination_index import TableSource
 
-from comments.table.keys import RATING_SEPARATOR
+from comments.table.keys import RATING_SEPARATOR, RATINGS, rating_group
 
 
 class ProductComments(TableSource):
@@ -20,6 +20,13 @@ class ProductRatingComments(TableSource):
 
     def owns(self, group: str) -> bool:
         return RATING_SEPARATOR in group
+
+    def named_groups(self, value: str) -> list[str]:
+        """A SKU names the product's five rating groups (`rebuild_index --group SKU` rebuilds a product
+        whole); "SKU/4" names that one."""
+        if RATING_SEPARATOR in value:
+            return [value]
+        return [rating_group(value, rating) for rating in RATINGS]
 
     def cache_scope(self, group: str) -> str:
         """The product's: a write to a product's comments invalidates its groups with one number."""

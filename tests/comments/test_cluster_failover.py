@@ -34,7 +34,7 @@ def two_products(module_table, cluster_index, redis_cluster):
     lost, kept = list(owners.values())[:2]
     comments = {sku: factories.seed(sku, TOTAL, seed=n) for n, sku in enumerate((lost, kept))}
     products = {sku: factories.product(sku) for sku in (lost, kept)}
-    call_command("rebuild_index", product=[lost, kept], verbosity=0)
+    call_command("rebuild_index", group=[lost, kept], verbosity=0)
     return [(products[sku], comments[sku]) for sku in (lost, kept)]
 
 

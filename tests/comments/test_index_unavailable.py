@@ -65,7 +65,7 @@ def test_closed_port(client, product, use_redis_at):
 
 def test_stopped_server_then_recovery(client, product, down_comments, use_redis_at, redis_server):
     use_redis_at(redis_server.port)
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     expected = parse(client.get(product.get_absolute_url() + "?page=12").content.decode())["comments"]
     assert expected == [(c.pk, c.sk) for c in down_comments[220:240]]
 

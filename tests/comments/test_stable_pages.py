@@ -60,7 +60,7 @@ def test_pages_changed_by_posts_and_a_delete(comments_table, index_backend, numb
     sku = "MEASURE-1"
     product = factories.product(sku, "Measured mugs")
     comments = factories.seed(sku, 299, seed=21)
-    call_command("rebuild_index", product=[sku], verbosity=0)
+    call_command("rebuild_index", group=[sku], verbosity=0)
     path = product.get_absolute_url()
     urls = [path] + [f"{path}?page={n}" for n in range(1, 19)]  # past the last page too (404s)
     reader, poster = Client(), Client(headers={"Origin": "http://testserver"})
@@ -108,7 +108,7 @@ def stable_comments(module_table):
 @pytest.fixture
 def stable_product(stable, stable_comments, index_backend):
     product = factories.product(SKU, "Stable spoons")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 
@@ -221,7 +221,7 @@ def test_full_archive_pages_keep_their_etag_across_posts(client, stable, comment
     the next; every archive page that was served keeps its ETag, Last-Modified and bytes."""
     product = factories.product("STABLE-ETAG")
     comments = factories.seed("STABLE-ETAG", 230, seed=8)
-    call_command("rebuild_index", product=["STABLE-ETAG"], verbosity=0)
+    call_command("rebuild_index", group=["STABLE-ETAG"], verbosity=0)
     urls = [product.get_absolute_url() + f"?page={n}" for n in range(1, 12)]
     before = snapshot(client, urls)
     put_comments([Comment(pk=f"late{i:02d}", sk=f"2031-01-01T00:00:{i:02d}.000000Z", sku="STABLE-ETAG",
@@ -240,7 +240,7 @@ def test_sitemap_lists_served_archive_pages_and_their_own_lastmod(client, stable
     product = factories.product("MAP-S")
     factories.seed("MAP-S", 130, seed=5)  # archive pages 1..6 served, page 7 filling
     Product.objects.filter(pk=product.pk).update(updated_at=datetime(2019, 1, 1, tzinfo=timezone.utc))
-    call_command("rebuild_index", product=["MAP-S"], verbosity=0)
+    call_command("rebuild_index", group=["MAP-S"], verbosity=0)
 
     def entries(url):
         return dict(re.findall(r"<loc>(.*?)</loc>\s*<lastmod>(.*?)</lastmod>", client.get(url).content.decode()))
@@ -254,7 +254,7 @@ def test_sitemap_lists_served_archive_pages_and_their_own_lastmod(client, stable
 
     put_comments([Comment(pk=f"new{i:02d}", sk=f"2031-02-0{1 + i // 10}T00:00:{i:02d}.000000Z", sku="MAP-S",
                           author="A", body="B", rating=4) for i in range(11)])  # 141: page 7 fills and is served
-    call_command("rebuild_index", product=["MAP-S"], verbosity=0)
+    call_command("rebuild_index", group=["MAP-S"], verbosity=0)
     after = entries("/sitemap-comment-pages.xml")
     assert {url: after[url] for url in pages} == pages  # no old page moves
     assert after["http://testserver/products/MAP-S/?page=7"] == "2031-02-01T00:00:09+00:00"  # its newest
@@ -369,7 +369,7 @@ def test_a_comment_indexed_between_the_count_and_the_lookup_does_not_shift_an_ar
     sku = "STABLE-RACE"
     product = factories.product(sku)
     comments = factories.seed(sku, 230, seed=5)  # beyond the fast window: the index serves archive pages
-    call_command("rebuild_index", product=[sku], verbosity=0)
+    call_command("rebuild_index", group=[sku], verbosity=0)
     backend, lookup, posted = get_index(), get_index().range, []
 
     def range_after_a_post(group, start, stop):

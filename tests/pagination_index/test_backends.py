@@ -11,7 +11,7 @@ from django.db import connections
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from pagination_index import micros_sort_key
+from pagination_index.sortkeys import micros_sort_key
 from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable, Remove, newest_first
 from pagination_index.backends.dynamodb import DynamoDBIndex
 from pagination_index.backends.files import FileIndex

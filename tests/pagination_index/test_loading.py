@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pagination_index import IndexUnavailable, get_index, index, indexes, reset_index
+from pagination_index import IndexUnavailable, get_index, index, indexes
+from pagination_index import reset as reset_index
 from pagination_index.backends.base import BaseIndex
 from pagination_index.backends.failfast import FailFastIndex
 

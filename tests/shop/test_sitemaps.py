@@ -25,7 +25,7 @@ def map_products(db, map_comments):
     for sku in COUNTS:
         factories.product(sku)
     Product.objects.update(updated_at=OLD)
-    call_command("rebuild_index", product=list(map_comments), verbosity=0)
+    call_command("rebuild_index", group=list(map_comments), verbosity=0)
 
 
 def entries(client, url):

@@ -32,7 +32,7 @@ class Command(ReportingCommand):
         parser.add_argument("--source", action="append", default=[], metavar="NAME",
                             help="Rebuild only this source's groups (repeatable); default: every source.")
         parser.add_argument("--group", action="append", default=[], metavar="VALUE",
-                            help="Rebuild only the group with this group key value (repeatable), in each source "
+                            help="Rebuild only the groups this group key value names (repeatable), in each source "
                                  "chosen.")
         parser.add_argument("--if-empty", action="store_true",
                             help="Do nothing unless the index is empty while the tables are not.")
@@ -87,7 +87,7 @@ class Command(ReportingCommand):
                     listed.add(name)
                     yield name
 
-            names = ([chosen_source.index_group(value) for value in group] if group
+            names = ([name for value in group for name in chosen_source.named_groups(value)] if group
                      else chosen_source.groups(budget=budget, segments=max(workers, 4)))
             in_waves(pending_units(listing(names), run=run, resume=resume, using=database), rebuild.wave,
                      workers=workers, wave=wave)

@@ -30,7 +30,7 @@ class Command(ReportingCommand):
         parser.add_argument("--source", action="append", default=[], metavar="NAME",
                             help="Verify only this source's groups (repeatable); default: every source.")
         parser.add_argument("--group", action="append", default=[], metavar="VALUE",
-                            help="Verify only the group with this group key value (repeatable), in each source "
+                            help="Verify only the groups this group key value names (repeatable), in each source "
                                  "chosen; default: every group.")
         parser.add_argument("--sample", type=int, metavar="K",
                             help="Verify K groups picked at random from the index (a spot check).")
@@ -70,7 +70,7 @@ class Command(ReportingCommand):
         checked: list[str] = []
         for chosen_source in chosen:
             if group:
-                names = [chosen_source.index_group(value) for value in group]
+                names = [name for value in group for name in chosen_source.named_groups(value)]
             elif sample:
                 names = sorted(g for g in picked if chosen_source.owns(g))
             else:
