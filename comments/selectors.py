@@ -19,11 +19,12 @@ from pagination_index import IndexUnavailable, index, query
 from pagination_index.sequence import IndexedQuery, Items, Position
 
 
-def comments_query(sku: str, ratings: Sequence[int] = ()) -> IndexedQuery:
+def comments_query(sku: str, ratings: Sequence[int] = (), *, fast: bool = True) -> IndexedQuery:
     """A product's comments, newest first: all of them, or the union of some rating groups."""
     if ratings:
-        return query(PRODUCT_RATINGS, [rating_group(sku, rating) for rating in ratings], transform=comment_from_item)
-    return query(PRODUCTS, sku, transform=comment_from_item)
+        return query(PRODUCT_RATINGS, [rating_group(sku, rating) for rating in ratings], transform=comment_from_item,
+                     fast=fast)
+    return query(PRODUCTS, sku, transform=comment_from_item, fast=fast)
 
 
 def fast_window_size() -> int:
@@ -226,7 +227,7 @@ def newest_archive_page(count: int) -> int:
 ARCHIVE_READ_ATTEMPTS = 3
 
 
-def _archive_count(items: IndexedQuery, sku: str) -> tuple[int, list[Comment] | None]:
+def _archive_count(sku: str) -> tuple[int, list[Comment] | None]:
     """A product's comment count for its archive pages, afresh from the index (a page cached for a
     day must not come from a count shared for seconds), and its fast window when that holds every
     comment (the page is then cut from it: count and comments from one read)."""
@@ -234,8 +235,9 @@ def _archive_count(items: IndexedQuery, sku: str) -> tuple[int, list[Comment] | 
         count = index.count(sku)
     except IndexUnavailable:
         count = None
-    if count is None or count <= items.fast_items:
-        window = items.windows()[items.groups[0]]
+    windowed = comments_query(sku)
+    if count is None or count <= windowed.fast_items:
+        window = windowed.windows()[windowed.groups[0]]
         if window.complete:
             return len(window.items), [comment_from_item(item) for item in window.items]
         if count is None:
@@ -256,8 +258,8 @@ def product_archive_page(*, sku: str, number: int) -> CommentPage:
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
-    items = comments_query(sku)
-    count, window = _archive_count(items, sku)
+    items = comments_query(sku, fast=False)  # count and boundary from one state of the index
+    count, window = _archive_count(sku)
     settled = True
     for attempt in range(1, ARCHIVE_READ_ATTEMPTS + 1):
         if number * per_page >= count:

@@ -121,12 +121,14 @@ def reset() -> None:
     aws.reset()
 
 
-def query(source: str, group, *, newest_first: bool = True, transform=None):
+def query(source: str, group, *, newest_first: bool = True, transform=None, fast: bool = True):
     """The items of a group (or the union of several groups, a list) of a declared source, as a lazy
-    sequence: len() from the index, a slice is one Query (pagination_index/sequence.py)."""
+    sequence: len() from the index, a slice is one Query (pagination_index/sequence.py). `transform`
+    turns each DynamoDB item into what a slice holds (default: boto3's deserializer); fast=False reads
+    every slice from the index's boundary, even within the source's FAST_ITEMS."""
     from pagination_index.sequence import IndexedQuery
 
-    return IndexedQuery(sources[source], group, newest_first=newest_first, transform=transform)
+    return IndexedQuery(sources[source], group, newest_first=newest_first, transform=transform, fast=fast)
 
 
 def invalidate(source: str, group: str) -> None:

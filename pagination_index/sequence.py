@@ -172,7 +172,7 @@ class IndexedQuery:
     """A group (or the union of groups) of a source, newest first or oldest first."""
 
     def __init__(self, source: BaseSource, group: str | Iterable[str], *, newest_first: bool = True,
-                 transform: Callable[[dict], object] | None = None):
+                 transform: Callable[[dict], object] | None = None, fast: bool = True):
         self.source = source
         values = [group] if isinstance(group, str) else list(group)
         if not values:
@@ -181,9 +181,10 @@ class IndexedQuery:
         self.newest_first = newest_first
         self.transform = transform or python_item
         self.shared = shared(source)
-        self.fast_items = int(getattr(source, "fast_items", 0) or 0)
+        self.fast_items = int(getattr(source, "fast_items", 0) or 0) if fast else 0
         self._counts: dict[str, int] | None = None
         self._generations: dict[str, int] | None = None
+        self._windows: dict[str, Window] | None = None  # the fast windows, once this query has read them
         self.count_is_estimate = False  # count() is a lower bound: the index was down, the windows are not all there is
 
     def __repr__(self):
@@ -235,14 +236,24 @@ class IndexedQuery:
         def read(missing: list[str]) -> dict[str, Window]:
             return {group: Window(*_read_whole(self.source, group, self.fast_items)) for group in missing}
 
-        return self._shared("window", groups, read, memo=True)
+        found = self._shared("window", groups, read, memo=True)
+        self._windows = {**(self._windows or {}), **found}
+        return found
 
     def newest(self) -> Entry | None:
         """The newest entry of the query (its items' rank 0): the date of every page of it. From the
-        index (rank 0); from the fast windows when the index is down."""
-        entries = self._shared("newest", self.groups, self._newest_entries)
+        fast windows when this query has read them (the first pages), else from the index (rank 0,
+        shared for CACHE_SECONDS), or from the windows when the index is down."""
+        if self._windows is not None and all(group in self._windows for group in self.groups):
+            entries = self._window_tops(self.groups)
+        else:
+            entries = self._shared("newest", self.groups, self._newest_entries)
         found = [entry for entry in entries.values() if entry is not None]
         return max(found, key=lambda entry: (entry[1], entry[0]), default=None)
+
+    def _window_tops(self, groups: list[str]) -> dict[str, Entry | None]:
+        return {group: (self.source.entry(window.items[0]) if window.items else None)
+                for group, window in self.windows(groups).items()}
 
     def _newest_entries(self, groups: list[str]) -> dict[str, Entry | None]:
         try:
@@ -250,8 +261,7 @@ class IndexedQuery:
         except IndexUnavailable:
             if not self.fast_items:
                 raise
-        return {group: (self.source.entry(window.items[0]) if window.items else None)
-                for group, window in self.windows(groups).items()}
+        return self._window_tops(groups)
 
     # --- slicing --------------------------------------------------------------------------------
     def __iter__(self):

@@ -74,3 +74,12 @@ def use_table(settings_fixture, table: str) -> None:
     """The comments table named `table` for the rest of the test (pytest-django's settings fixture)."""
     settings_fixture.COMMENTS_TABLE = table
     settings_fixture.PAGINATION_INDEX = index_config(table=table)
+
+
+def set_pages(settings_fixture, page_size: int, fast_pages: int) -> None:
+    """Comments per page and pages read from the fast window, and the sources' FAST_ITEMS with them."""
+    settings_fixture.COMMENTS_PAGE_SIZE, settings_fixture.COMMENTS_FAST_PAGES = page_size, fast_pages
+    config = index_config()
+    for source in config["SOURCES"].values():
+        source["FAST_ITEMS"] = page_size * fast_pages
+    settings_fixture.PAGINATION_INDEX = config

@@ -16,7 +16,7 @@ from comments.selectors import comments_query
 from pagination_index.sequence import Position, Window
 from tests import factories
 from tests.pages import parse, walk
-from tests.config import put_shared_window, set_cache_seconds, shared_window
+from tests.config import put_shared_window, set_cache_seconds, set_pages, shared_window
 
 SKU = "FILTER-1"
 TOTAL = 2_100
@@ -81,7 +81,7 @@ def numbered_pages(expected, ratings):
 @pytest.mark.parametrize("ratings", COMBINATIONS, ids=lambda combo: "".join(map(str, combo)))
 def test_numbered_pages_and_cursor_walk_visit_each_matching_comment_once_in_order(filter_product, filter_comments,
                                                                                   ratings, settings):
-    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    set_pages(settings, WALK_PER_PAGE, WALK_FAST_PAGES)
     expected = matching(filter_comments, ratings)
     numbered = numbered_pages(expected, ratings)
     assert numbered[-1].has_more() is False
@@ -286,7 +286,7 @@ def backend_product(filter_comments, index_backend):
 def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, filter_comments, ratings, settings):
     """The 31-combination walk runs on SQLite; here two combinations on PostgreSQL, Redis and files,
     whose count_newer() is their own code."""
-    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    set_pages(settings, WALK_PER_PAGE, WALK_FAST_PAGES)
     expected = matching(filter_comments, ratings)
     numbered_pages(expected, ratings)
     for offset in (0, 333, len(expected) // 2 + 7, len(expected) - 5):

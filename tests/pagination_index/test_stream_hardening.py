@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from pagination_index import get_index
-from tests.config import source_of
+from tests.config import index_config, source_of
 from pagination_index.aws_lambda import handler
 from pagination_index.leases import LeaseLost
 from pagination_index.fences import Fences
@@ -317,8 +317,8 @@ def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings
     """Redis (holding the index) killed while comments are written: the consumer keeps polling
     instead of dying with records unapplied, and catches up once Redis is back."""
     server = RedisServer(tmp_path, durable=True).start()
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{server.port}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{server.port}/1")})
     try:
         factories.seed("A", 30, seed=41)
         worker = consumer()
@@ -345,10 +345,10 @@ def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings
 @pytest.mark.django_db(transaction=True)
 def test_lambda_handler_finishes_the_dynamodb_re_mark(dynamodb_index_options, settings):
     """A deep insert past MAX_SHIFT marks its group; the next invocation's deferred work re-marks it."""
-    from tests.pagination_index.contract import sk
+    from pagination_index.testing import sk
 
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
-                                 "OPTIONS": dict(dynamodb_index_options, MAX_SHIFT=1)}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
+                                 "OPTIONS": dict(dynamodb_index_options, MAX_SHIFT=1)})
     index = get_index()
     index.replace("g", [(f"m{n:02d}", sk(n * 2)) for n in range(30)])
     index.add_many("g", [("x", sk(1))])

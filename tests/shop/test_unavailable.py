@@ -23,8 +23,8 @@ def product(comments_table):
 
 @pytest.fixture
 def index_down(settings):
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
 
 
 def test_index_down_is_json_503_under_the_api_and_the_page_elsewhere(client, product, index_down, settings):
@@ -59,8 +59,8 @@ class CountingRedisIndex(RedisIndex):
 
 
 def test_after_an_index_failure_pages_fail_fast_without_calling_it(client, product, settings):
-    settings.PAGINATION_INDEX = {"BACKEND": f"{__name__}.CountingRedisIndex", "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": f"{__name__}.CountingRedisIndex", "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
     settings.PAGINATION_INDEX = index_config(FAIL_FAST_SECONDS=0.5)
     CountingRedisIndex.calls = 0
     assert client.get(product.get_absolute_url() + "?page=12").status_code == 503
