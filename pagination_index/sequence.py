@@ -242,8 +242,10 @@ class IndexedQuery:
 
     def count(self) -> int:
         """How many items: the index's count. Where the fast windows hold a group whole, their size
-        (exact, index or not); where the index is down, what the windows show (a lower bound:
-        count_is_estimate), so the first pages still render."""
+        (exact, index or not); where the index is down, or holds fewer of a group than its window shows
+        (not built yet, as while an index moves to another backend), what the windows show: a lower
+        bound (count_is_estimate), so the first pages still render, and a page past them is not known
+        to be missing (a caller answers it 503, not 404)."""
         try:
             counts = dict(self.counts())
         except IndexUnavailable:
@@ -258,7 +260,11 @@ class IndexedQuery:
             # built yet in the index (the window shows more: deeper slices will say so).
             windows = self.windows([group for group, count in counts.items() if count < self.fast_items])
             for group, window in windows.items():
-                counts[group] = len(window.items) if window.complete else max(counts[group], len(window.items))
+                if window.complete:
+                    counts[group] = len(window.items)
+                elif counts[group] < len(window.items):  # the index has not caught up with the group
+                    self.count_is_estimate = True
+                    counts[group] = len(window.items)
         return sum(counts.values())
 
     def __len__(self) -> int:
