@@ -19,7 +19,6 @@ RUN useradd --system --create-home --uid 10001 --user-group shop
 COPY manage.py gunicorn.conf.py ./
 COPY shop ./shop
 COPY comments ./comments
-COPY aws ./aws
 COPY pagination_index ./pagination_index
 COPY ops ./ops
 COPY metrics ./metrics

@@ -98,9 +98,11 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
     `pinned`: keys (PK, SK) of comments this reader just posted, shown on pages 1..FAST_PAGES even
     if the GSI or a cached window does not have them yet."""
     per_page = settings.COMMENTS_PAGE_SIZE
-    items = comments_query(sku, ratings)
+    # A deeper page needs the index: its count and start come from it alone (no fast window is read).
+    first_pages = number <= settings.COMMENTS_FAST_PAGES
+    items = comments_query(sku, ratings, fast=first_pages)
     shown = items
-    if pinned and number * per_page <= items.fast_items:
+    if pinned and first_pages:
         mine = _pinned(sku, ratings, pinned)
         if mine:
             shown = WithPinned(items, mine)
@@ -110,6 +112,8 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
     except EmptyPage:
         if shown.count_is_estimate:  # the index is down: the count is what the first pages show
             raise IndexUnavailable("the index is needed past the first pages") from None
+        if not first_pages and number > 0 and items.index_behind():  # not built yet: never a 404 for it
+            raise IndexUnavailable("the index has not caught up with this product yet") from None
         raise
     if number > 1 and not page.object_list:
         raise EmptyPage("That page no longer exists.")  # the group shrank since the count

@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {
     # After an index call fails, request handling fails fast for this many seconds (0 disables).
     "FAIL_FAST_SECONDS": 2.0,
     # How the library's AWS clients are built (pagination_index/aws/). None: boto3's own
-    # configuration (AWS_REGION / the profile's region, AWS_ENDPOINT_URL[_DYNAMODB], ...).
+    # configuration (AWS_REGION / the profile's region, AWS_ENDPOINT_URL and its per-service forms, ...).
     "AWS": {
         "REGION": None,
         "ENDPOINT_URL": None,

@@ -19,6 +19,7 @@ from pagination_index.capacity import ReadBudget
 from pagination_index.fences import Fences
 from pagination_index.leases import lease_acquire, lease_release, new_owner_id
 from pagination_index.models import RebuildCheckpoint
+from pagination_index.sequence import shared
 from pagination_index.sources import BaseSource
 from pagination_index.stale import stale_groups_clear, stale_groups_mark
 
@@ -122,6 +123,7 @@ class Rebuild:
         counted = _Counted(self.source.group_entries(group, budget=self.budget), self.on_entries)
         self.index.replace(group, counted)
         lost = self.fences.close(self.index, [group])
+        shared(self.source).invalidate(group)  # what pages shared of the group (counts) is read again
         if lost:
             stale_groups_mark(groups=lost, reason="its rebuild's fence expired before the swap", using=self.using)
         stale_groups_clear(groups=[group], before=started, using=self.using)

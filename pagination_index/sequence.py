@@ -119,6 +119,8 @@ class Shared:
         return {group: found.get(key, 0) for group, key in keys.items()}
 
     def invalidate(self, group: str) -> None:
+        if not self.seconds:
+            return
         key = self._generation_key(group)
         if self.cache.add(key, 1, None):
             return
@@ -209,7 +211,8 @@ class IndexedQuery:
         self.newest_first = newest_first
         self.transform = transform or python_item
         self.shared = shared(source)
-        self.fast_items = int(getattr(source, "fast_items", 0) or 0) if fast else 0
+        self.window_size = int(getattr(source, "fast_items", 0) or 0)  # the source's FAST_ITEMS
+        self.fast_items = self.window_size if fast else 0  # what this query reads from the windows
         self._counts: dict[str, int] | None = None
         self._generations: dict[str, int] | None = None
         self._windows: dict[str, Window] | None = None  # the fast windows, once this query has read them
@@ -275,11 +278,13 @@ class IndexedQuery:
         groups = list(groups or self.groups)
 
         def read(missing: list[str]) -> dict[str, Window]:
-            return {group: Window(*_read_whole(self.source, group, self.fast_items)) for group in missing}
+            return {group: Window(*_read_whole(self.source, group, self.window_size)) for group in missing}
 
-        found = self._shared("window", groups, read, memo=True)
-        self._windows = {**(self._windows or {}), **found}
-        return found
+        known = self._windows or {}
+        missing = [group for group in groups if group not in known]
+        if missing:  # each window read once per query, whatever it is asked for
+            known = self._windows = {**known, **self._shared("window", missing, read, memo=True)}
+        return {group: known[group] for group in groups}
 
     def newest(self) -> Entry | None:
         """The newest entry of the query (its items' rank 0): the date of every page of it. From the
@@ -353,19 +358,22 @@ class IndexedQuery:
             try:
                 position = self.position_at(start)
             except BeyondTheIndex as exc:
-                if self._index_behind(exc.group):
+                if self.index_behind([exc.group]):
                     raise IndexUnavailable(f"the index does not hold all of {exc.group!r} yet: rebuild_index or "
                                            "sync_index has not reached it") from exc
                 return Items()  # the group shrank since count(): the slice is past its end now
         return self.after(position, stop - start, served_by="index")
 
-    def _index_behind(self, group: str) -> bool:
-        """Whether the table holds more of a group than the index does (a group not built yet, as
-        while an index is migrated to another backend), rather than the group having shrunk."""
-        count = self.index.count(group)
-        if self.fast_items:
-            return len(self.windows([group])[group].items) > count
-        return count == 0 and bool(self.source.read(group, 1).items)
+    def index_behind(self, groups: Sequence[str] | None = None) -> bool:
+        """Whether the table holds more of a group than the index does (a group not built yet, as while
+        an index moves to another backend), rather than the group having shrunk: a slice past the
+        index's end is then a 503 to answer, not a 404. Reads the fast windows (one Query a group,
+        shared), or one item of a group the index holds none of when the source has no FAST_ITEMS."""
+        groups = list(groups or self.groups)
+        counts = self.index.count_many(groups)
+        if self.window_size:
+            return any(len(window.items) > counts[group] for group, window in self.windows(groups).items())
+        return any(counts[group] == 0 and self.source.read(group, 1).items for group in groups)
 
     def _from_windows(self, start: int, stop: int) -> Items:
         windows = self.windows()

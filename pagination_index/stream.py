@@ -730,7 +730,8 @@ class StreamConsumer:
     def _wait_out_outage(self, exc: Exception, failures: int) -> None:
         """The index, the stream or the checkpoint database is down: nothing was checkpointed past
         what was applied, so wait and poll again from the checkpoints (re-applying a batch is harmless)."""
-        connections[self.database].close()  # a connection broken by the outage is not reused
+        if not isinstance(exc, SourceUnavailable):
+            connections[self.database].close()  # a connection broken by the outage is not reused
         self._iterators.clear()
         delay = self.backoff.delay(failures)
         logger.warning("index, stream or checkpoint database unavailable (%s); polling again in %.2fs", exc, delay)

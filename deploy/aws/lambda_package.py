@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # The Django project's packages the handler's django.setup() imports (INSTALLED_APPS and settings).
-PACKAGES = ("shop", "comments", "aws", "pagination_index", "ops", "moderation", "metrics")
+PACKAGES = ("shop", "comments", "pagination_index", "ops", "moderation", "metrics")
 UNZIPPED_LIMIT = 250 * 1024 * 1024
 DIRECT_UPLOAD_LIMIT = 50 * 1024 * 1024
 PLATFORMS = {

@@ -11,7 +11,7 @@ the same endpoint, region, credentials (refreshed as botocore refreshes them: ea
 with their current frozen values), timeouts and TLS verification (the CA bundle, or none when
 verification is off). When a proxy applies to the endpoint (HTTPS_PROXY/NO_PROXY) it steps aside and
 every call goes through the botocore client, which speaks to proxies. Its attempts count in one
-budget, DYNAMODB_MAX_ATTEMPTS, with jittered exponential backoff between them: a throttle, a 5xx, a
+budget, PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"], with jittered exponential backoff between them: a throttle, a 5xx, a
 CRC32 mismatch or no answer at all is tried again while the budget lasts; any other error is raised
 at once, parsed by botocore's own parser into the client's exception class (a ValidationException is
 never retried).

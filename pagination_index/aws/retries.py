@@ -32,7 +32,7 @@ class Backoff:
 class RetryBudget:
     """The re-sends one page request may still make, shared by all of its Queries: a page that reads
     several partitions (a rating filter, their fast windows) makes at most its Queries plus
-    DYNAMODB_MAX_ATTEMPTS - 1 requests, however many are throttled, so a throttling storm costs
+    the AWS MAX_ATTEMPTS - 1 re-sends, however many are throttled, so a throttling storm costs
     DynamoDB no more than one Query's retries per page. Partition reads run in copies of the
     request's context (comments.partitions), which hold this same object."""
 

@@ -31,11 +31,11 @@ def test_rebuild_index_progress_on_stderr_and_quiet_at_v0(comments_table):
     assert run("rebuild_index", verbosity=0) == ("", "")
 
     out, err = run("rebuild_index", group=["OUT-1"])
-    assert "rebuilding (items): done, 45 (" in err
+    assert "rebuilding (entries): done, 90 (" in err  # 45 comments, each in its product and rating group
     assert out.startswith("rebuilt 6 groups (90 entries)")  # the product's group and its five rating groups
     assert "done" not in out and "rebuilt" not in err
     out, err = run("rebuild_index")
-    assert "rebuilding (items): done, 100.0% 45/~45" in err
+    assert "rebuilding (entries): done, 100.0% 90/~90" in err  # both GSIs' ItemCount
     assert out.count("\n") == 1 and out.startswith("rebuilt 6 groups")
 
 
@@ -69,7 +69,7 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
 
     assert run("verify_index", verbosity=0, recheck_seconds=0) == ("", "")
     out, err = run("verify_index", recheck_seconds=0)
-    assert "verifying (items): done, 100.0% 15/~15" in err
+    assert "verifying (entries): done, 100.0% 30/~30" in err
     assert out.startswith("index matches the table: 6 group(s), 30 table entries")
     out, _ = run("verify_index", recheck_seconds=0, verbosity=2)  # detail: every group's line
     assert "OUT-2: table 15, index 15, missing 0, extra 0, misordered 0" in out

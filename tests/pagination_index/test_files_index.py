@@ -23,6 +23,7 @@ from pagination_index.backends.files import format as fmt
 from pagination_index.backends.files import log as wal
 from pagination_index.backends.files.storage import GenerationFile, LocalStorage
 from pagination_index.testing import sk
+from tests.config import index_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -270,7 +271,6 @@ def test_commit_index_command(index, settings):
 COMMITTER = """
 import sys
 from tests.pagination_index.test_files_index import PausingFileIndex, crash_batch
-from tests.config import index_config
 index = PausingFileIndex({"PATH": sys.argv[1], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9},
                          step=sys.argv[2], marker=sys.argv[3])
 index.apply(crash_batch(index))

@@ -100,7 +100,7 @@ def test_a_source_of_another_table_drives_the_stream_consumer_and_verify(setting
     source.shelve("111", "poetry", at(4))  # moved: removed from fiction, added to poetry
     source.shelve("222", "fiction", at(2), gone=True)  # lent out
 
-    result = StreamConsumer(index=get_index(), stream_arn=source.stream_arn()).run(once=True)
+    result = StreamConsumer(index=get_index(), stream_arn=source.stream_arn(), sources=[source]).run(once=True)
 
     assert result.records == 5
     index = get_index()

@@ -51,7 +51,7 @@ class CrashAfterApply(StreamConsumer):
     def _commit_batches(self, batches):
         self.batches += 1
         if self.batches == 3:
-            apply_records(self.index, [record for batch in batches for record in batch.records])
+            apply_records(self.index, [record for batch in batches for record in batch.records], self.sources)
             raise Crash
         return super()._commit_batches(batches)
 
@@ -96,5 +96,5 @@ def test_rebuild_index_matches_the_table(comments_table):
 @pytest.mark.django_db
 def test_sync_without_a_table_is_a_clear_error(dynamodb_settings, settings):
     use_table(settings, "no-such-table")
-    with pytest.raises(CommandError, match="The table could not be read: DescribeTable: .*non-existent table"):
+    with pytest.raises(CommandError, match="The table could not be read: DescribeTable no-such-table: .*non-existent table"):
         call_command("sync_index", once=True, verbosity=0)

@@ -64,7 +64,7 @@ class Command(ReportingCommand):
             note_unread_shards(index=index, stream_arn=stream_arn(sources.for_table(table)[0]),
                                lease_seconds=index_settings.SYNC["LEASE_SECONDS"], sources=sources.for_table(table))
         progress = self.progress(0 if group else sum(s.approximate_item_count() for s in chosen),
-                                 "rebuilding (items)", estimated=True)
+                                 "rebuilding (entries)", estimated=True)
         lock = threading.Lock()
 
         def on_entries(amount):

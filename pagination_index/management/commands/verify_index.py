@@ -66,7 +66,7 @@ class Command(ReportingCommand):
             held = [g for g in index.groups() if any(s.owns(g) for s in chosen)]
             picked = set(random.sample(held, min(sample, len(held))))
         self.progress_bar = self.progress(sum(s.approximate_item_count() for s in chosen) if full else 0,
-                                          "verifying (items)", estimated=True)
+                                          "verifying (entries)", estimated=True)
         checked: list[str] = []
         for chosen_source in chosen:
             if group:
