@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from moderation.models import ModeratedComment, Report
-from moderation.views import client_hash
+from moderation.views import client_hashes
 from tests import factories
 from tests.comments.test_posting import _clean_rate_limit  # noqa: F401 (autouse: a clean count per test)
 
@@ -51,17 +51,39 @@ def test_a_report_is_stored_and_thanked(comments, browser):
     assert (report.reason, report.note, report.comment.author, report.comment.open_reports) == (
         "spam", "Links to a casino", comments[1].author, 1)
     assert report.created_at is not None
-    assert "203.0.113.7" not in report.client_hash and len(report.client_hash) == 40
-    assert browser.post(report_url(comments[1]), {"reason": "abuse"}).status_code == 303
+    assert "203.0.113.7" not in report.client_hash and len(report.client_hash) == 64
+    other = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.99")
+    assert other.post(report_url(comments[1]), {"reason": "abuse"}).status_code == 303
     assert ModeratedComment.objects.get().open_reports == 2
-    assert len(set(Report.objects.values_list("client_hash", flat=True))) == 1  # one client, one hash
+    assert len(set(Report.objects.values_list("client_hash", flat=True))) == 2  # two clients, two hashes
 
 
-def test_the_client_hash_is_keyed(rf, settings):
+def test_one_client_reporting_a_comment_again_does_not_push_it_up_the_queue(comments, browser):
+    """The queue sorts by open reports: a client's repeats are thanked as usual and counted once."""
+    statuses = [browser.post(report_url(comments[0]), {"reason": "spam"}).status_code for _ in range(4)]
+    assert statuses == [303] * 4
+    assert Report.objects.count() == 1 and ModeratedComment.objects.get().open_reports == 1
+    # Once the moderator has dismissed it, the same client may report the comment again.
+    Report.objects.update(dismissed=True)
+    ModeratedComment.objects.update(open_reports=0)
+    assert browser.post(report_url(comments[0]), {"reason": "abuse"}).status_code == 303
+    assert ModeratedComment.objects.get().open_reports == 1
+
+
+def test_the_client_hash_is_keyed_by_its_own_key_and_survives_a_rotation(rf, settings, comments, browser):
     request = rf.get("/", REMOTE_ADDR="198.51.100.1")
-    first = client_hash(request)
+    [first] = client_hashes(request)
     settings.SECRET_KEY = "another-secret-key-for-this-test-only"
-    assert client_hash(request) != first
+    assert client_hashes(request) == [first]  # SECRET_KEY plays no part
+    old_key = settings.MODERATION_REPORTER_KEY
+    settings.MODERATION_REPORTER_KEY = "another-reporter-key-for-this-test-only-0123456789"
+    assert client_hashes(request)[0] != first
+    # Rotated with the old key kept as a fallback: a client's open report still counts as theirs.
+    assert browser.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303
+    settings.MODERATION_REPORTER_KEY, settings.MODERATION_REPORTER_KEY_FALLBACKS = "rotated-" + "k" * 40, [
+        settings.MODERATION_REPORTER_KEY, old_key]
+    assert browser.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303
+    assert Report.objects.count() == 1
 
 
 def test_a_missing_comment_is_a_404(comments, browser):
@@ -95,7 +117,7 @@ def test_a_flood_of_reports_is_a_429(comments, browser, settings):
     assert statuses == [303, 303, 303, 429, 429]
     refused = browser.post(report_url(comments[0]), {"reason": "spam"})
     assert 1 <= int(refused["Retry-After"]) <= 60
-    assert Report.objects.count() == 3
+    assert Report.objects.count() == 1  # one client's repeats count once
     other = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.8")
     assert other.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303  # per client
 

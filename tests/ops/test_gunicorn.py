@@ -47,6 +47,8 @@ class Site:
             "PATH": os.environ["PATH"],
             "DJANGO_SETTINGS_MODULE": "shop.settings",
             "DJANGO_SECRET_KEY": "gunicorn-test-only-3f9d2c7b1e6a4058b9c7d2e1f0a3b4c5d6e7f8091a2b",
+            "COMMENTS_CURSOR_KEY": "gunicorn-test-only-cursor-key-7c1e9a0b2d4f6e8a1c3b5d7f9e0a2c4b",
+            "MODERATION_REPORTER_KEY": "gunicorn-test-only-reporter-key-5e7a9c1b3d5f7a9c1e3b5d7f9a1c3e5b",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "DATABASE_URL": f"sqlite:///{self.tmp / 'db.sqlite3'}",
             "DYNAMODB_ENDPOINT_URL": self.dynamodb.endpoint_url,

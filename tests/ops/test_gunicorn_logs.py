@@ -40,6 +40,8 @@ def served(tmp_path):
         "PATH": os.environ["PATH"],
         "DJANGO_SETTINGS_MODULE": "shop.settings",
         "DJANGO_SECRET_KEY": "gunicorn-logs-test-only-8e1f4a7c2b9d0e6f5a3c1b7d9e2f0a4c6b8d1e3f5a7c9",
+        "COMMENTS_CURSOR_KEY": "gunicorn-logs-test-only-cursor-key-2b4d6f8a0c2e4a6c8e0b2d4f6a8c0e2d",
+        "MODERATION_REPORTER_KEY": "gunicorn-logs-test-only-reporter-key-9f7d5b3a1c9e7d5b3f1a9c7e5d3b1f9a",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "DJANGO_STATICFILES_STORAGE": "django.contrib.staticfiles.storage.StaticFilesStorage",
         # never collected: WhiteNoise warns about it at start-up, a Python warning that must be a JSON line too

@@ -159,6 +159,8 @@ def test_the_images_files_are_enough_to_run(tmp_path):
                 shutil.copy(ROOT / source, destination)
     env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "shop.settings",
            "DJANGO_SECRET_KEY": "image-test-only-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
+           "COMMENTS_CURSOR_KEY": "image-test-only-cursor-key-1d3f5b7d9f1b3d5f7b9d1f3b5d7f9b1d",
+           "MODERATION_REPORTER_KEY": "image-test-only-reporter-key-8c6a4e2c0a8e6c4a2e0c8a6e4c2a0e8c",
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "DJANGO_STATIC_ROOT": str(tmp_path / "collected")}
     for command in (["manage.py", "check"], ["manage.py", "collectstatic", "--no-input", "-v", "0"],
                     ["-m", "gunicorn", "--check-config", "--config", "gunicorn.conf.py", "shop.wsgi"]):
