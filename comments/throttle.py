@@ -50,15 +50,27 @@ def within_limit(request, *, kind: str, limit: int) -> Verdict:
     return counted(kind, client_address(request), limit=limit)
 
 
-def counted(kind: str, subject: str, *, limit: int) -> Verdict:
-    """Count one more `kind` for `subject` (a client, a product) in the current minute: allowed while
-    the count is within `limit` (0: no limit, nothing counted)."""
+def _window(kind: str, subject: str) -> tuple[str, int]:
+    """The cache key of `subject`'s count of `kind` in the current minute, and the seconds left in it."""
     now = time.time()
     window = int(now // WINDOW_SECONDS)
     retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))
+    return f"comments:{kind}:{hashlib.sha256(subject.encode()).hexdigest()[:32]}:{window}", retry_after
+
+
+def failures_allowed(kind: str, subject: str, *, limit: int) -> Verdict:
+    """Whether `subject` may try again: fewer than `limit` failures of `kind` counted this minute
+    (with counted()); nothing is counted by asking."""
+    key, retry_after = _window(kind, subject)
+    return Verdict(limit <= 0 or (cache.get(key) or 0) < limit, retry_after)
+
+
+def counted(kind: str, subject: str, *, limit: int) -> Verdict:
+    """Count one more `kind` for `subject` (a client, a product) in the current minute: allowed while
+    the count is within `limit` (0: no limit, nothing counted)."""
+    key, retry_after = _window(kind, subject)
     if limit <= 0:
         return Verdict(True, retry_after)
-    key = f"comments:{kind}:{hashlib.sha256(subject.encode()).hexdigest()[:32]}:{window}"
     cache.add(key, 0, timeout=WINDOW_SECONDS + 5)
     try:
         count = cache.incr(key)

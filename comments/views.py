@@ -12,12 +12,12 @@ from comments import caching
 from comments.forms import CommentForm
 from comments.origin import post_origin_refusal
 from comments.page_cache import page_cache
-from comments.pagination import BadPageRequest, Redirect, pagination_for
+from comments.pagination import BadPageRequest, NewestFirstPagination, Redirect, pagination_for
 from comments.recent import remember_posted
 from comments.services import comment_create
 from comments.table.client import StoreUnavailable
 from comments.throttle import comment_post_allowed, product_post_allowed
-from shop.decorators import method_not_allowed, read_only
+from shop.decorators import canonical_query, method_not_allowed, read_only
 from shop.middleware import forget_cached_responses, service_unavailable
 from shop.models import Product
 
@@ -35,7 +35,13 @@ def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)
 
 
+# The parameters product pages read (comments/pagination.py), in the order their links write them.
+PRODUCT_PAGE_PARAMETERS = (NewestFirstPagination.rating_query_param, NewestFirstPagination.page_query_param,
+                           NewestFirstPagination.cursor_query_param)
+
+
 @read_only
+@canonical_query(*PRODUCT_PAGE_PARAMETERS)
 def product_detail(request, sku):
     """A product and one page of its comments, numbered as pagination_for() chooses
     (comments/pagination.py). The index or the store being down is a 503

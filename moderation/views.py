@@ -18,7 +18,7 @@ from comments.views import HttpResponseSeeOther, render
 from moderation import services
 from moderation.forms import ReportForm
 from shop.clients import client_address
-from shop.decorators import method_not_allowed, read_only
+from shop.decorators import canonical_query, method_not_allowed, read_only
 from shop.models import Product
 from shop.site_keys import reporter_hashes
 
@@ -43,6 +43,7 @@ def report_page(request, product, comment, form, *, status=200, notice=""):
 
 
 @csrf_exempt  # no per-visitor token in the form: the Origin is checked instead (comments.origin)
+@canonical_query()
 def comment_report(request, sku, comment_id):
     """GET: the report form; POST: store the report, then 303 to the thank-you page."""
     if request.method not in REPORT_METHODS:
@@ -77,6 +78,7 @@ def comment_report(request, sku, comment_id):
 
 
 @read_only
+@canonical_query()
 def comment_reported(request, sku):
     product = get_object_or_404(Product, sku=sku)
     return render(request, "moderation/reported.html", {"product": product})

@@ -315,6 +315,9 @@ COMMENTS_API_DEFAULT_LIMIT = 20
 COMMENTS_API_MAX_LIMIT = 100
 # URLs per sitemap file (the sitemaps protocol allows at most 50,000).
 SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
+# Sitemap files are kept this many seconds in Django's cache (each one reads the whole catalogue and an
+# index entry per product); 0 builds every request.
+SITEMAP_CACHE_SECONDS = int(os.environ.get("SITEMAP_CACHE_SECONDS", "60"))
 
 # --- Caching --------------------------------------------------------------------------------
 # Django's cache holds the fast windows, rendered pages and post counts: per process (locmem), or
@@ -380,6 +383,17 @@ if HTTPS:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD")
 SESSION_COOKIE_HTTPONLY = True
+# Staff passwords (createsuperuser, the admin's password forms): Django's four validators.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": int(os.environ.get("DJANGO_PASSWORD_MIN_LENGTH", "12"))}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Wrong passwords a client may send the admin's login a minute before it is refused with a 429
+# (shop/admin_login.py; 0: no limit).
+ADMIN_LOGIN_FAILURES_PER_MINUTE = int(os.environ.get("ADMIN_LOGIN_FAILURES_PER_MINUTE", "5"))
 # X-Content-Type-Options: nosniff, Referrer-Policy and Cross-Origin-Opener-Policy come from
 # SecurityMiddleware; X-Frame-Options from XFrameOptionsMiddleware.
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -430,6 +444,9 @@ LOGGING = {
 # --- Operations -----------------------------------------------------------------------------
 # A dependency that is down (DynamoDB, the index) is answered 503 with this Retry-After.
 RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
+# /readyz asks its dependencies at most once per this many seconds in each process, and answers
+# meanwhile from the last time (0: every request asks).
+READINESS_CACHE_SECONDS = float(os.environ.get("READINESS_CACHE_SECONDS", "2"))
 # sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
 LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
 LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))

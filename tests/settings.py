@@ -17,6 +17,10 @@ WHITENOISE_USE_FINDERS = True
 # Tests read pages right after changing data: the one-second micro-cache would show them the page
 # from before. tests/shop/test_micro_cache.py turns it on.
 RESPONSE_MICRO_CACHE_SECONDS = 0
+# The same for sitemaps, kept SITEMAP_CACHE_SECONDS, and /readyz's answer, kept READINESS_CACHE_SECONDS:
+# tests/shop/test_sitemaps.py and tests/ops/test_abuse.py turn them on.
+SITEMAP_CACHE_SECONDS = 0
+READINESS_CACHE_SECONDS = 0
 
 # DynamoDB Local updates its GSIs with the table write, and the tests drive the consumers
 # themselves: a rebuild need not wait for writes in flight (tests/pagination_index covers fences).

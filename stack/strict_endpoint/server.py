@@ -20,6 +20,7 @@ from stack.strict_endpoint.backups import OPERATIONS as BACKUP_OPERATIONS, Conti
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
 from stack.strict_endpoint.iam import Policies, PolicyError, template_principals
+from stack.strict_endpoint.limits import check_key_sizes
 from stack.strict_endpoint.metering import Meter, Metering, consumed_capacity, request_partitions
 from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
@@ -126,6 +127,7 @@ class StrictEndpointServer:
                             requested_actions(service, operation, params, region=region, account=account))
         if service == "dynamodb":
             self.tables.check(operation, params, tables, now)
+            await check_key_sizes(self.tables, operation, params)
         delay = self.faults.delay()
         if delay:
             await asyncio.sleep(delay)
