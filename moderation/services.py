@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Sequence
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, router, transaction
 from django.db.models import F
 
 from comments.page_cache import product_caches_forget
@@ -68,13 +68,13 @@ def report_create(*, comment: StoredComment, reason: str, note: str, client_hash
                   earlier_hashes: Sequence[str] = ()) -> Report | None:
     """Queue a shopper's report; None when this client (its hash now, or under an earlier reporter
     key) has an open report on the comment already: one client cannot push a comment up the queue."""
-    with transaction.atomic():
+    with transaction.atomic(using=router.db_for_write(Report)):
         record = _record(comment)
         mine = Report.objects.filter(comment=record, dismissed=False, client_hash__in=[client_hash, *earlier_hashes])
         if mine.exists():
             return None
         try:
-            with transaction.atomic():  # a savepoint: the same client's report racing this one wins
+            with transaction.atomic(using=router.db_for_write(Report)):  # a savepoint: a racing report wins
                 report = Report.objects.create(comment=record, reason=reason, note=note, client_hash=client_hash)
         except IntegrityError:
             return None

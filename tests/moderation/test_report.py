@@ -145,3 +145,47 @@ def test_a_posters_own_comment_hidden_leaves_their_pages_too(comments, browser, 
     services.comment_hide(comment_id=posted, actor=admin_user, reason="abuse")
     again = browser.get(PAGE)
     assert again.status_code == 200 and posted not in again.content.decode()
+
+
+class ModerationOnPostgres:
+    """A router sending the moderation app's tables to the PostgreSQL test database."""
+
+    def db_for_read(self, model, **hints):
+        return "postgres" if model._meta.app_label == "moderation" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_a_comment_of_an_80_character_sku_is_reported_and_moderated_on_postgresql(comments_table, postgres_database,
+                                                                                  settings):
+    """M7: products allow 100-character SKUs, and so must the moderation tables (PostgreSQL enforces
+    varchar lengths: a 64-character column made this report a 500, and the hide's audit entry too)."""
+    from moderation import services
+
+    settings.DATABASE_ROUTERS = [f"{__name__}.ModerationOnPostgres"]
+    sku = "LONG-" + "x" * 75
+    factories.product(sku, "A product with a long SKU")
+    [comment] = factories.seed(sku, 1, seed=6)
+    browser = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.7")
+    response = browser.post(report_url(comment, sku=sku), {"reason": "spam"})
+    assert response.status_code == 303
+    assert Report.objects.using(postgres_database).get().comment.sku == sku
+    assert services.comment_hide(comment_id=comment.pk, actor=None, reason="spam")  # users stay on SQLite
+    assert ModeratedComment.objects.using(postgres_database).get().state == ModeratedComment.State.HIDDEN
+    from moderation.models import AuditEntry
+    assert AuditEntry.objects.using(postgres_database).get().sku == sku
+
+
+@pytest.mark.usefixtures("strict_dynamodb_settings")
+def test_an_overlong_or_malformed_comment_id_is_a_404_that_asks_dynamodb_nothing(comments, browser, strict_endpoint,
+                                                                                 caplog):
+    """L3: a 5,000-character id would be a ValidationException on AWS (partition keys are at most
+    2,048 bytes), which the site answered 503 with a logged traceback: the URL only takes the ids the
+    shop issues, so no request reaches DynamoDB and nothing is logged but the 404."""
+    strict_endpoint.clear_requests()
+    for comment_id in ("a" * 5000, "a" * 2100, comments[0].pk.upper(), comments[0].pk + "0", "x%0Aforged"):
+        assert browser.get(f"/products/{SKU}/comments/{comment_id}/report/").status_code == 404
+        assert browser.post(f"/products/{SKU}/comments/{comment_id}/report/", {"reason": "spam"}).status_code == 404
+    assert strict_endpoint.requests() == []
+    assert not [r for r in caplog.records if r.levelno >= 30 and r.name != "django.request"]
