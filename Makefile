@@ -10,7 +10,7 @@ VNU_DIR := .vnu
 VNU_PACKAGE := vnu-jar@26.9.27
 VNU_STAMP := $(VNU_DIR)/node_modules/vnu-jar/package.json
 
-.PHONY: compose-env run test setup setup-dev bench bench-smoke bench-tools metrics-tools lighthouse check-tools clean lock lambda-package
+.PHONY: audit compose-env run test setup setup-dev bench bench-smoke bench-tools metrics-tools lighthouse check-tools clean lock lambda-package
 
 run: setup
 	$(PY) -m stack.run
@@ -31,6 +31,12 @@ $(DYNALITE_STAMP):
 
 bench-smoke: setup-dev bench-tools
 	$(PY) -m bench --smoke
+
+# Every locked package against an advisory database (deploy/audit.py): the snapshot in the repository,
+# or AUDIT_ARGS="--database PATH" for a fresh one (docs/operations.md, "Dependency audit"). Fails when
+# a package is affected, and when the check cannot be made.
+audit: setup-dev
+	$(PY) -m deploy.audit $(AUDIT_ARGS)
 
 # bench.load drives gunicorn with wrk, directly and through nginx (Debian packages, installed when
 # missing and run as root; otherwise say what to install).
