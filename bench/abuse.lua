@@ -3,7 +3,8 @@
 -- client of a pool in X-Forwarded-For, from 198.18.0.0/15 (RFC 2544's benchmarking range; header
 -- values only, no traffic goes there). Each request is a line of the requests file drawn at random:
 -- "GET /path" or "POST /path body". A connection waits `delay` ms between requests, so the rate is
--- about connections * 1000 / delay. At the end, one JSON line with the answers counted by status.
+-- about connections * 1000 / delay. At the end, one JSON line with the answers counted by status
+-- ("5xx": every 5xx but 503, the site's answer when a dependency does not answer, counted apart).
 --   wrk -t2 -c8 -d20s -s bench/abuse.lua http://127.0.0.1:PORT -- requests.txt DELAY_MS POOL ORIGIN
 local requests = {}
 local threads = {}
@@ -20,7 +21,7 @@ function init(args)
   end
   delay_ms, pool, origin = tonumber(args[2]), tonumber(args[3]), args[4]
   math.randomseed(os.time() + tonumber(tostring(requests):match("0x(%x+)") or "0", 16) % 100000)
-  s2xx, s3xx, s4xx, s429, s5xx = 0, 0, 0, 0, 0
+  s2xx, s3xx, s4xx, s429, s503, s5xx = 0, 0, 0, 0, 0, 0
 end
 
 function delay()
@@ -40,7 +41,8 @@ function request()
 end
 
 function response(status, headers, body)
-  if status >= 500 then s5xx = s5xx + 1
+  if status == 503 then s503 = s503 + 1
+  elseif status >= 500 then s5xx = s5xx + 1
   elseif status == 429 then s429 = s429 + 1
   elseif status >= 400 then s4xx = s4xx + 1
   elseif status >= 300 then s3xx = s3xx + 1
@@ -48,7 +50,7 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-  local counts = {s2xx = 0, s3xx = 0, s4xx = 0, s429 = 0, s5xx = 0}
+  local counts = {s2xx = 0, s3xx = 0, s4xx = 0, s429 = 0, s503 = 0, s5xx = 0}
   for _, thread in ipairs(threads) do
     for name, _ in pairs(counts) do
       counts[name] = counts[name] + thread:get(name)
@@ -57,7 +59,7 @@ function done(summary, latency, requests)
   local errors = summary.errors
   io.write(string.format(
     'RESULT {"requests": %d, "duration_us": %d, "connect_errors": %d, "read_errors": %d, "write_errors": %d, '
-      .. '"timeouts": %d, "2xx": %d, "3xx": %d, "4xx": %d, "429": %d, "5xx": %d, "p99_us": %d}\n',
+      .. '"timeouts": %d, "2xx": %d, "3xx": %d, "4xx": %d, "429": %d, "503": %d, "5xx": %d, "p99_us": %d}\n',
     summary.requests, summary.duration, errors.connect, errors.read, errors.write, errors.timeout,
-    counts.s2xx, counts.s3xx, counts.s4xx, counts.s429, counts.s5xx, latency:percentile(99)))
+    counts.s2xx, counts.s3xx, counts.s4xx, counts.s429, counts.s503, counts.s5xx, latency:percentile(99)))
 end

@@ -20,6 +20,9 @@ The floods come from a crowd: wrk connects from 127.0.0.1, which nginx trusts as
 The shopper is one visitor (its own X-Forwarded-For) reading random deep pages (past the fast
 window: the index, then one Query) one after another, 100 ms apart, through nginx.
 
+A 503 is the site's answer when a dependency does not answer in time (for /readyz: "not ready");
+it is counted apart from other 5xx, and the readiness checks that failed are read from gunicorn's log.
+
 Before the floods, the junk-parameter target: 120 URLs that differ from a deep page's only in unknown
 parameters, counting the Redis cache's keys (DBSIZE) and DynamoDB requests (the strict endpoint's log)
 before and after.
@@ -59,6 +62,11 @@ from stack.nginx import Nginx, nginx_binary
 SIZE, SMOKE_SIZE = 100_000, 3_000
 SECONDS, SMOKE_SECONDS = 30, 6
 FAST_PAGES, PAGE_SIZE = 10, 20
+# The shopper reads pages 11 to 50 of each product: past the fast window, so each is the index and
+# one Query. Not thousands deep: there DynamoDB Local's own cost of a deep key condition (a second or
+# two a page at 100,000 comments, which AWS does not have: docs/performance.md) would be the p99 of
+# every phase, quiet or not, and hide what the floods do.
+SHOPPER_DEPTH = 40
 JUNK_URLS = 120
 SHOPPER_ADDRESS = "192.0.2.10"  # TEST-NET-1: a header value only
 SHOPPER_THINK_SECONDS = 0.1
@@ -77,10 +85,21 @@ FLOODS = {
 SLOW_CLIENTS, SMOKE_SLOW_CLIENTS = 400, 100
 
 
-def deep_pages(products: dict[str, int]) -> list[str]:
-    """Every page past the fast window, of every product that has one."""
+def deep_pages(products: dict[str, int], depth: int | None = None) -> list[str]:
+    """Pages past the fast window of every product that has them (the first `depth` of them)."""
     return [f"/products/{sku}/?page={page}" for sku, count in products.items()
-            for page in range(FAST_PAGES + 1, -(-count // PAGE_SIZE) + 1)]
+            for page in range(FAST_PAGES + 1, min(-(-count // PAGE_SIZE), FAST_PAGES + (depth or count)) + 1)]
+
+
+def readiness_failures(log: Path, offset: int) -> dict[str, int]:
+    """The readiness checks that failed since `offset` in gunicorn's log, by check and error."""
+    with open(log, "rb") as text:
+        text.seek(offset)
+        found = re.findall(r"readiness check (\w+) failed: (\w+)", text.read().decode(errors="replace"))
+    counts: dict[str, int] = {}
+    for check, error in found:
+        counts[f"{check}: {error}"] = counts.get(f"{check}: {error}", 0) + 1
+    return counts
 
 
 def request(port: int, method: str, path: str, *, headers: dict | None = None, body: str | None = None,
@@ -291,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         cache = redis.Redis.from_url(dataset.env["REDIS_URL"])
         products = dataset.products()
         pages = deep_pages(products)
+        shopper_pages = deep_pages(products, SHOPPER_DEPTH)
         if not pages:
             raise SystemExit("no product has pages past the fast window")
         _, _, flagship = request(nginx.port, "GET", f"/products/{FLAGSHIP}/", headers={"X-Forwarded-For": SHOPPER_ADDRESS})
@@ -304,9 +324,10 @@ def main(argv: list[str] | None = None) -> int:
             path = scratch / f"{name.strip('/').replace(' ', '-')}.txt"
             path.write_text("\n".join(lines) + "\n")
             requests_files[name] = path
-        out(f"abuse: {len(products)} products, {sum(products.values()):,} comments, {len(pages):,} deep pages; "
+        out(f"abuse: {len(products)} products, {sum(products.values()):,} comments, {len(pages):,} deep pages "
+            f"(the shopper reads {len(shopper_pages):,} of them); "
             f"{seconds} s per phase; nginx :{nginx.port} -> gunicorn :{gunicorn.port}")
-        Shopper(nginx.port, pages).crawl(min(seconds, 5))  # warm: templates, connections, the index
+        Shopper(nginx.port, shopper_pages).crawl(min(seconds, 5))  # warm: templates, connections, the index
         junk = junk_parameter_check(nginx.port, pages[len(pages) // 2], cache, strict)
         out(f"  {JUNK_URLS} junk-parameter URLs: {junk['statuses']}, cache entries added {junk['cache_entries_added']}, "
             f"DynamoDB requests {junk['dynamodb_requests']}")
@@ -316,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
         quiet_latencies: list[float] = []
         for phase in ["quiet", *FLOODS, "slow clients", "quiet again"]:
             before = cpu_now(gunicorn, nginx, strict, jvm)
-            shopper = Shopper(nginx.port, pages)
+            log_offset = (scratch / "gunicorn.log").stat().st_size
+            shopper = Shopper(nginx.port, shopper_pages)
             with ExitStack() as flood_stack:
                 flood = slow = None
                 if phase in FLOODS:
@@ -335,11 +357,13 @@ def main(argv: list[str] | None = None) -> int:
             handled = max(1, figures["requests"] + flood_result.get("requests", 0))
             cpu_ms = [round((end - start) * 1000 / handled, 3) for start, end in zip(before, after)]
             row = {"phase": phase, "flood": flood_result, "shopper": figures,
+                   "readiness_failures": readiness_failures(scratch / "gunicorn.log", log_offset),
                    "cpu_ms_per_request": dict(zip(("gunicorn", "nginx", "strict_endpoint", "dynamodb_local"), cpu_ms)),
                    "load_average": os.getloadavg()}
             rows.append(row)
             out(f"  {phase:<16} flood {flood_result.get('requests_per_s', '-')} req/s "
-                f"5xx {flood_result.get('5xx', '-')} 429 {flood_result.get('429', '-')}  shopper p50 {figures['p50_ms']} "
+                f"5xx {flood_result.get('5xx', '-')} 503 {flood_result.get('503', '-')} 429 {flood_result.get('429', '-')}"
+                f"  shopper p50 {figures['p50_ms']} "
                 f"p99 {figures['p99_ms']} ms ({figures['requests']} pages, {figures['statuses']})  "
                 f"CPU ms/req gunicorn {cpu_ms[0]} nginx {cpu_ms[1]}")
         reports_stored = report_count(scratch / "var" / "db.sqlite3")
@@ -351,11 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet = pooled.figures()["p99_ms"]
     for row in rows:
         row["shopper"]["p99_vs_quiet"] = round(row["shopper"]["p99_ms"] / quiet, 2) if quiet else None
-    header = ["phase", "flood req/s", "2xx", "3xx", "4xx", "429", "5xx", "shopper pages", "p50 ms", "p95 ms", "p99 ms",
+    header = ["phase", "flood req/s", "2xx", "3xx", "4xx", "429", "503", "5xx", "shopper pages", "p50 ms", "p95 ms", "p99 ms",
               "p99 / quiet", "shopper 5xx", "gunicorn CPU ms/req", "nginx CPU ms/req"]
     table = format_table(header, [[
         r["phase"], str(r["flood"].get("requests_per_s", "-")),
-        *[str(r["flood"].get(k, "-")) for k in ("2xx", "3xx", "4xx", "429", "5xx")],
+        *[str(r["flood"].get(k, "-")) for k in ("2xx", "3xx", "4xx", "429", "503", "5xx")],
         str(r["shopper"]["requests"]), f"{r['shopper']['p50_ms']}", f"{r['shopper']['p95_ms']}",
         f"{r['shopper']['p99_ms']}", f"{r['shopper']['p99_vs_quiet']}",
         str(sum(v for k, v in r["shopper"]["statuses"].items() if k.startswith("5") or k == "0")),
@@ -375,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     when = stamp()
     path = write_json("abuse", args.smoke, when, {
         "flagship_comments": size, "seconds_per_phase": seconds, "floods": FLOODS, "slow_clients": slow_count,
+        "shopper_pages": f"pages {FAST_PAGES + 1}-{FAST_PAGES + SHOPPER_DEPTH} of each product",
         "shopper_think_seconds": SHOPPER_THINK_SECONDS, "targets": {
             "shopper_p99_vs_quiet_at_most": P99_TARGET_RATIO, "junk_cache_entries_at_most": CACHE_ENTRIES_TARGET,
             "junk_dynamodb_requests": 0, "5xx": 0},

@@ -76,7 +76,7 @@ def readiness() -> dict[str, str]:
         try:
             check()
         except Exception as exc:  # any failure means not ready; /readyz must answer, never raise
-            logger.warning("readiness check %s failed", name, exc_info=True)
+            logger.warning("readiness check %s failed: %s", name, type(exc).__name__, exc_info=True)
             results[name] = f"failed: {type(exc).__name__}"
         else:
             results[name] = "ok"

@@ -84,9 +84,12 @@ def served(tmp_path):
 
 def test_every_stderr_line_is_json_gunicorn_s_own_included(served):
     port, out, err, stop = served
-    assert get(port, "/healthz", {"X-Request-ID": "gl-healthz", "User-Agent": "logs-test"})[0] == 200
+    status, headers = get(port, "/healthz", {"X-Request-ID": "gl-healthz", "User-Agent": "logs-test"})
+    healthz = headers["x-request-id"]  # the site's own id, never the client's
+    assert status == 200 and len(healthz) == 32
     status, headers = get(port, "/products/NO-TABLE/", {"X-Request-ID": "gl-503"})
-    assert status == 503 and headers["x-request-id"] == "gl-503"
+    failing = headers["x-request-id"]
+    assert status == 503 and failing not in {healthz, "gl-503"}
     stop()  # the shutdown lines too
 
     text = err.read_text()
@@ -102,10 +105,11 @@ def test_every_stderr_line_is_json_gunicorn_s_own_included(served):
     for start in ("Starting gunicorn", "Booting worker with pid", "Shutting down"):
         assert any(lg == "gunicorn.error" and m.startswith(start) for lg, m in messages), start
     access = {line["request_id"]: line for line in lines if line["logger"] == "gunicorn.access"}
-    assert {k: access["gl-healthz"][k] for k in ("method", "path", "status", "user_agent")} == {
+    assert {k: access[healthz][k] for k in ("method", "path", "status", "user_agent")} == {
         "method": "GET", "path": "/healthz", "status": 200, "user_agent": "logs-test"}
-    assert access["gl-503"]["status"] == 503 and access["gl-503"]["duration_ms"] >= 0
+    assert access[failing]["status"] == 503 and access[failing]["duration_ms"] >= 0
     # the app's lines of the failing request: its warning with the traceback, its request line, Django's
-    app = [line for line in lines if line.get("request_id") == "gl-503" and line["logger"] != "gunicorn.access"]
+    app = [line for line in lines if line.get("request_id") == failing and line["logger"] != "gunicorn.access"]
+    assert next(line for line in app if line["logger"] == "shop.request")["client_request_id"] == "gl-503"
     assert {line["logger"] for line in app} == {"shop.unavailable", "shop.request", "django.request"}
     assert "OperationalError" in next(line["exc"] for line in app if line["logger"] == "shop.unavailable")
