@@ -4,10 +4,13 @@ and its latency is compared with the same crawl on the quiet site, measured in t
     python -m bench.abuse            # the 100,000-comment shop, 30 s per phase
     python -m bench.abuse --smoke    # 3,000 comments, 6 s per phase (make bench-smoke)
 
-The stack is production's: nginx with the repository's config (deploy/nginx/shop.conf.template) in
-front of gunicorn (gunicorn.conf.py), Django's cache on Redis, DynamoDB reached through the strict
-endpoint (stack/strict_endpoint/: TLS, SigV4, its request log counts every DynamoDB request), the
-relational index on the dataset's SQLite database (a copy per run: reports are written to it).
+The stack is docker-compose.yml's: nginx with the repository's config (deploy/nginx/shop.conf.template)
+in front of gunicorn (gunicorn.conf.py), Django's database on PostgreSQL (a database of the run's own,
+with the dataset's products; reports are written to it), the Redis index and Django's cache on the
+dataset's Redis, DynamoDB reached through the strict endpoint (stack/strict_endpoint/: TLS, SigV4, its
+request log counts every DynamoDB request). (On SQLite, every report's write transaction queues behind
+every other writer's, and a report flood then holds gunicorn's threads: the embedded default is for
+`make run`, not for a hostile internet.)
 
 The floods come from a crowd: wrk connects from 127.0.0.1, which nginx trusts as the load balancer
 (NGINX_TRUSTED_PROXIES), and names a client of a large pool in X-Forwarded-For for every request
@@ -50,11 +53,12 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bench.common import DYNAMODB_LOCAL, format_table, machine_info, shown, stamp, write_json
-from bench.dataset import DATA, FLAGSHIP, Dataset
+from bench.dataset import DATA, FLAGSHIP, Dataset, redis_index
 from bench.load import Gunicorn, cpu_seconds
 from stack.dynamodb_local import ROOT
 from stack.nginx import Nginx, nginx_binary
@@ -273,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="small shop, a few seconds per phase")
     parser.add_argument("--seconds", type=int, help=f"seconds per phase (default {SECONDS}, smoke {SMOKE_SECONDS})")
+    parser.add_argument("--flood", action="append", choices=[*FLOODS, "slow clients"],
+                        help="only this flood, between the two quiet windows (repeatable; default: all)")
     args = parser.parse_args(argv)
     if not nginx_binary() or not shutil.which("wrk"):
         print("bench.abuse needs nginx and wrk: apt-get install nginx wrk (make bench-tools)", file=sys.stderr)
@@ -289,21 +295,17 @@ def main(argv: list[str] | None = None) -> int:
 
         scratch = Path(tempfile.mkdtemp(prefix="abuse-", dir=DATA))
         stack.callback(shutil.rmtree, scratch, ignore_errors=True)
-        (scratch / "var").mkdir()
-        shutil.copy(dataset.folder / "db.sqlite3", scratch / "var" / "db.sqlite3")
+        database_url = stack.enter_context(postgres_shop())
+        index_env = stack.enter_context(redis_index())
         strict = stack.enter_context(StrictEndpoint(
             dataset.database.endpoint_url, config={"creating_seconds": 0}, state_dir=scratch / "strict-endpoint",
             log_path=scratch / "strict-endpoint.log"))
-        env = {**os.environ, **dataset.env, **strict.env(), "SHOP_VAR_DIR": str(scratch / "var"),
+        env = {**os.environ, **dataset.env, **strict.env(), **index_env, "DATABASE_URL": database_url,
                "CACHE_BACKEND": "redis", "COMMENTS_CLIENT_IP_HEADER": "X-Forwarded-For",
                "COMMENTS_CLIENT_IP_PROXIES": "1", "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "LOG_LEVEL": "WARNING",
                "GUNICORN_ACCESS_LOG": ""}
         for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
             env.pop(name, None)
-        migrated = subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env,
-                                  capture_output=True, text=True)
-        if migrated.returncode:
-            raise SystemExit(f"migrate: {migrated.stderr}")
         gunicorn = stack.enter_context(Gunicorn(env, scratch / "gunicorn.log"))
         nginx = stack.enter_context(Nginx(scratch / "nginx", upstream=f"127.0.0.1:{gunicorn.port}",
                                           static_root=Path(dataset.env["DJANGO_STATIC_ROOT"])))
@@ -335,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         jvm = dataset.database.process.pid
         rows = []
         quiet_latencies: list[float] = []
-        for phase in ["quiet", *FLOODS, "slow clients", "quiet again"]:
+        for phase in ["quiet", *(args.flood or [*FLOODS, "slow clients"]), "quiet again"]:
             before = cpu_now(gunicorn, nginx, strict, jvm)
             log_offset = (scratch / "gunicorn.log").stat().st_size
             shopper = Shopper(nginx.port, shopper_pages)
@@ -366,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  shopper p50 {figures['p50_ms']} "
                 f"p99 {figures['p99_ms']} ms ({figures['requests']} pages, {figures['statuses']})  "
                 f"CPU ms/req gunicorn {cpu_ms[0]} nginx {cpu_ms[1]}")
-        reports_stored = report_count(scratch / "var" / "db.sqlite3")
+        reports_stored = report_count(database_url)
 
     # The quiet baseline: both quiet windows (before the floods and after them) pooled, so neither a
     # cold start nor what the floods left behind decides it alone.
@@ -414,10 +416,39 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def report_count(database: Path) -> int:
-    import sqlite3
+@contextmanager
+def postgres_shop():
+    """A PostgreSQL database of the run's own, migrated, with the dataset's products (Django's default
+    database here is the dataset's SQLite file); dropped at the end. Yields its DATABASE_URL."""
+    import dj_database_url
+    import psycopg
+    from django.core.management import call_command
+    from django.db import connections
 
-    with sqlite3.connect(database) as connection:
+    from bench.common import add_database_alias, forget_database_alias
+    from bench.dataset import POSTGRES_URL
+    from shop.models import Product
+
+    name, alias = f"bench_abuse_{os.getpid()}", "abuse"
+    with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    add_database_alias(alias, {**dj_database_url.parse(POSTGRES_URL), "NAME": name})
+    try:
+        call_command("migrate", database=alias, verbosity=0)
+        Product.objects.using(alias).bulk_create(Product.objects.all())
+        connections[alias].close()
+        yield urlsplit(POSTGRES_URL)._replace(path=f"/{name}").geturl()
+    finally:
+        forget_database_alias(alias)
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def report_count(database_url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(database_url) as connection:
         return connection.execute("SELECT COUNT(*) FROM moderation_report").fetchone()[0]
 
 
