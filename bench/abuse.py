@@ -268,6 +268,20 @@ def junk_parameter_check(port: int, page: str, redis_client, strict) -> dict:
             "dynamodb_requests": len(strict.requests())}
 
 
+def endpoint_summary(entries: list[dict]) -> dict:
+    """What the strict endpoint saw in a phase: requests by operation, errors, the slowest answers."""
+    durations = sorted(entry.get("duration_ms") or 0 for entry in entries)
+    operations: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for entry in entries:
+        operations[entry["operation"]] = operations.get(entry["operation"], 0) + 1
+        if entry.get("error"):
+            errors[entry["error"]] = errors.get(entry["error"], 0) + 1
+    return {"requests": len(entries), "operations": operations, "errors": errors,
+            "p99_ms": durations[int(0.99 * len(durations))] if durations else None,
+            "max_ms": durations[-1] if durations else None}
+
+
 def cpu_now(gunicorn: Gunicorn, nginx: Nginx, strict, jvm: int) -> tuple[float, ...]:
     return (cpu_seconds(gunicorn.process.pid), cpu_seconds(0, nginx.pids()), cpu_seconds(0, [strict.process.pid]),
             cpu_seconds(0, [jvm]))
@@ -340,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         for phase in ["quiet", *(args.flood or [*FLOODS, "slow clients"]), "quiet again"]:
             before = cpu_now(gunicorn, nginx, strict, jvm)
             log_offset = (scratch / "gunicorn.log").stat().st_size
+            strict.clear_requests()
             shopper = Shopper(nginx.port, shopper_pages)
             with ExitStack() as flood_stack:
                 flood = slow = None
@@ -360,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             cpu_ms = [round((end - start) * 1000 / handled, 3) for start, end in zip(before, after)]
             row = {"phase": phase, "flood": flood_result, "shopper": figures,
                    "readiness_failures": readiness_failures(scratch / "gunicorn.log", log_offset),
+                   "dynamodb": endpoint_summary(strict.requests()),
                    "cpu_ms_per_request": dict(zip(("gunicorn", "nginx", "strict_endpoint", "dynamodb_local"), cpu_ms)),
                    "load_average": os.getloadavg()}
             rows.append(row)
