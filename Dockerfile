@@ -31,5 +31,8 @@ COPY static ./static
 RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --no-input --verbosity 0
 
 USER shop
+# In a container its own network is the boundary: gunicorn listens on it, and only what the container
+# is connected to reaches it (compose: nginx, never published; on AWS, the load balancer's security group).
+ENV GUNICORN_BIND=0.0.0.0:8000
 EXPOSE 8000
 CMD ["gunicorn", "--config", "gunicorn.conf.py", "shop.wsgi"]

@@ -10,7 +10,7 @@ VNU_DIR := .vnu
 VNU_PACKAGE := vnu-jar@26.9.27
 VNU_STAMP := $(VNU_DIR)/node_modules/vnu-jar/package.json
 
-.PHONY: run test setup setup-dev bench bench-smoke bench-tools metrics-tools lighthouse check-tools clean lock lambda-package
+.PHONY: audit compose-env run test setup setup-dev bench bench-smoke bench-tools metrics-tools lighthouse check-tools clean lock lambda-package
 
 run: setup
 	$(PY) -m stack.run
@@ -32,6 +32,12 @@ $(DYNALITE_STAMP):
 bench-smoke: setup-dev bench-tools
 	$(PY) -m bench --smoke
 
+# Every locked package against an advisory database (deploy/audit.py): the snapshot in the repository,
+# or AUDIT_ARGS="--database PATH" for a fresh one (docs/operations.md, "Dependency audit"). Fails when
+# a package is affected, and when the check cannot be made.
+audit: setup-dev
+	$(PY) -m deploy.audit $(AUDIT_ARGS)
+
 # bench.load drives gunicorn with wrk, directly and through nginx (Debian packages, installed when
 # missing and run as root; otherwise say what to install).
 bench-tools:
@@ -42,6 +48,13 @@ bench-tools:
 	    echo "installing$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	  else echo "The benchmarks need$$missing (Debian: apt-get install$$missing)." >&2; exit 1; fi; \
 	fi
+
+# docker-compose.yml takes its secrets from .env (git-ignored): random ones, written once.
+compose-env:
+	@if [ -e .env ]; then echo ".env exists: keeping it"; else \
+	  for name in DJANGO_SECRET_KEY COMMENTS_CURSOR_KEY MODERATION_REPORTER_KEY POSTGRES_PASSWORD REDIS_PASSWORD; do \
+	    echo "$$name=$$($(PYTHON) -c 'import secrets; print(secrets.token_hex(32))')"; \
+	  done > .env && chmod 600 .env && echo "wrote .env"; fi
 
 # The stream Lambda's zip (deploy/aws/lambda_package.py): requirements.lock's wheels for the runtime in
 # deploy/aws/template.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.

@@ -7,7 +7,11 @@ small machines. docs/performance.md has the measured rows behind these defaults.
 import multiprocessing
 import os
 
-bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
+# Only the proxy in front (nginx on the same host) reaches gunicorn: it trusts the X-Forwarded-For and
+# X-Forwarded-Proto nginx sends, and a client reaching gunicorn directly could forge them and tie up its
+# threads with slow requests. A unix socket works too (GUNICORN_BIND=unix:/run/shop/gunicorn.sock);
+# the image listens on its container's network (Dockerfile).
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("GUNICORN_WORKERS", min(2 * multiprocessing.cpu_count() + 1, 8)))
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
 worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")

@@ -53,6 +53,9 @@ class Dataset:
             # As in production: DEBUG off (so a key is needed: this one is for benchmarks only) and
             # static files from collectstatic's manifest, as WhiteNoise serves them.
             "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-only-not-secret"),
+            "COMMENTS_CURSOR_KEY": os.environ.get("COMMENTS_CURSOR_KEY", "bench-only-cursor-key-not-secret-0123456789"),
+            "MODERATION_REPORTER_KEY": os.environ.get("MODERATION_REPORTER_KEY",
+                                                      "bench-only-reporter-key-not-secret-0123456789"),
             "DJANGO_STATIC_ROOT": str(DATA / "static"),
         }
         os.environ.update(self.env)

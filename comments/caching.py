@@ -164,7 +164,11 @@ def set_cache_headers(request, response, *, etag: str | None, last_modified: dat
     through the visitor's session stays cacheable by their own browser (`private`, `Vary: Cookie`); a
     flash message page is not stored at all. No `last_modified` (the catalogue: its counts change
     undated) sends the ETag alone. `max_age` defaults to COMMENTS_PAGE_MAX_AGE (full archive pages of
-    stable numbering pass COMMENTS_ARCHIVE_MAX_AGE)."""
+    stable numbering pass COMMENTS_ARCHIVE_MAX_AGE).
+
+    Browsers and shared caches get COMMENTS_PAGE_MAX_AGE at most, since a comment moderation removes
+    must leave every copy soon and nothing can call a copy back. A longer `max_age` goes to shared
+    caches only, as `s-maxage`, and only where MODERATION_PURGE_HOOK can tell the CDN to drop a page."""
     if personal:
         patch_cache_control(response, no_store=True, private=True)
         return response
@@ -172,11 +176,13 @@ def set_cache_headers(request, response, *, etag: str | None, last_modified: dat
         response.headers["ETag"] = etag
     if last_modified is not None:
         response.headers["Last-Modified"] = http_date(http_timestamp(last_modified))
-    if max_age is None:
-        max_age = settings.COMMENTS_PAGE_MAX_AGE
+    shared_max_age = max_age if max_age is not None and settings.MODERATION_PURGE_HOOK else None
+    max_age = settings.COMMENTS_PAGE_MAX_AGE if max_age is None else min(max_age, settings.COMMENTS_PAGE_MAX_AGE)
     if is_personal(request, response):
         patch_cache_control(response, private=True, max_age=max_age)
         patch_vary_headers(response, ("Cookie",))
+    elif shared_max_age is not None and shared_max_age > max_age:
+        patch_cache_control(response, public=True, max_age=max_age, s_maxage=shared_max_age)
     else:
         patch_cache_control(response, public=True, max_age=max_age)
     return response

@@ -4,8 +4,9 @@ The payload is a JSON list, no attribute names: [format, ratings, offset, starts
 the filter as digits ("35"; "" for none), starts has one item per group in filter order, 0 for "from
 its top" or [SK as integer microseconds since the epoch, skip] (the group resumes after its `skip`-th
 entry with that SK: tie-safe, and all a source's read() needs). django.core.signing zlib-compresses it
-when that is shorter, encodes it base64url and appends an HMAC signature, salted per product so a
-cursor only opens pages of the product it came from. A forged, truncated or stale-format cursor is
+when that is shorter, encodes it base64url and appends an HMAC signature made with COMMENTS_CURSOR_KEY
+(its fallbacks are accepted too: shop/site_keys.py), salted per product so a cursor only opens pages
+of the product it came from. A forged, truncated or stale-format cursor is
 an InvalidCursor (a 400), never a 500.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.core import signing
 from comments.table.keys import rating_group
 from pagination_index.sequence import Position
 from pagination_index.sortkeys import micros_sort_key, sort_key_micros
+from shop.site_keys import cursor_signer
 
 FORMAT = 1
 SALT = "comments.cursor.v1"
@@ -36,7 +38,7 @@ def groups_for(sku: str, ratings: Sequence[int]) -> list[str]:
 
 
 def _signer(sku: str) -> signing.Signer:
-    return signing.Signer(salt=f"{SALT}:{sku}")
+    return cursor_signer(f"{SALT}:{sku}")
 
 
 def encode(sku: str, ratings: Sequence[int], position: Position) -> str:

@@ -11,14 +11,14 @@ from django.views.decorators.csrf import csrf_exempt
 from comments import caching
 from comments.forms import CommentForm
 from comments.origin import post_origin_refusal
-from comments.pagination import BadPageRequest, Redirect, pagination_for
+from comments.pagination import BadPageRequest, NewestFirstPagination, Redirect, pagination_for
 from comments.recent import remember_posted
 from comments.selectors import product_for_page
 from comments.services import comment_create
 from comments.table.client import StoreUnavailable
-from comments.throttle import comment_post_allowed
-from shop.decorators import method_not_allowed, read_only
-from shop.middleware import service_unavailable
+from comments.throttle import comment_post_allowed, product_post_allowed
+from shop.decorators import canonical_query, method_not_allowed, read_only
+from shop.middleware import forget_cached_responses, service_unavailable
 from shop.models import Product
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,13 @@ def bad_request(request, message: str):
     return render(request, "400.html", {"message": message}, status=400)
 
 
+# The parameters product pages read (comments/pagination.py), in the order their links write them.
+PRODUCT_PAGE_PARAMETERS = (NewestFirstPagination.rating_query_param, NewestFirstPagination.page_query_param,
+                           NewestFirstPagination.cursor_query_param)
+
+
 @read_only
+@canonical_query(*PRODUCT_PAGE_PARAMETERS)
 def product_detail(request, sku):
     """A product and one page of its comments, numbered as pagination_for() chooses
     (comments/pagination.py). The index or the store being down is a 503
@@ -88,9 +94,11 @@ def comment_form_page(request, product, form, *, heading, notice="", status):
     }, status=status)
 
 
-def too_many_posts(request, product, form, verdict, *, accepted: bool):
+def too_many_posts(request, product, form, verdict, *, accepted: bool, product_wide: bool = False):
     """The 429 page, with the comment kept (and an invalid one's errors shown) and Retry-After."""
-    if accepted:
+    if product_wide:
+        notice = f"{product.name} is receiving very many comments this minute."
+    elif accepted:
         notice = f"You can post up to {settings.COMMENTS_POSTS_PER_MINUTE} comments a minute."
     else:
         notice = f"We received more than {settings.COMMENTS_INVALID_POSTS_PER_MINUTE} incomplete forms from you this minute."
@@ -140,6 +148,9 @@ def comment_post(request, sku):
         return HttpResponseSeeOther(product.get_absolute_url())
     if not accepted:
         return comment_form_page(request, product, form, status=400, heading=f"Your comment on {product.name}")
+    verdict = product_post_allowed(sku)
+    if not verdict.allowed:
+        return too_many_posts(request, product, form, verdict, accepted=True, product_wide=True)
     try:
         comment = comment_create(sku=sku, **form.comment_fields())
     except StoreUnavailable:  # the form is kept, not lost to the 503 page
@@ -148,6 +159,7 @@ def comment_post(request, sku):
             request, product, form, status=503, heading="We couldn't save your comment",
             notice="Our comment store is not answering right now. Your comment is kept below, "
                    "unchanged: please post it again in a minute."))
+    forget_cached_responses()
     try:
         remember_posted(request, comment)
     except (OperationalError, InterfaceError):  # the session unreadable: the comment is stored all the same

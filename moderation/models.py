@@ -5,6 +5,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from shop.models import Product
+
+# Any product's comments can be reported and moderated: a SKU as long as the catalogue allows.
+SKU_MAX_LENGTH = Product._meta.get_field("sku").max_length
+
 
 class ModeratedComment(models.Model):
     """A comment that was reported or acted on: the queue's row. Author and text are copied at the
@@ -17,7 +22,7 @@ class ModeratedComment(models.Model):
 
     comment_id = models.CharField(max_length=64, unique=True)  # the table's PK
     created_sk = models.CharField(max_length=32)  # the table's SK: with comment_id, the item's key
-    sku = models.CharField(max_length=64, db_index=True)
+    sku = models.CharField(max_length=SKU_MAX_LENGTH, db_index=True)
     author = models.CharField(max_length=200, blank=True)
     body = models.TextField(blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.SHOWN)
@@ -34,8 +39,9 @@ class ModeratedComment(models.Model):
 
 
 class Report(models.Model):
-    """One shopper's report. The client's address is kept only as a keyed hash (HMAC with the
-    SECRET_KEY): enough to see one client's many reports, not to learn the address."""
+    """One shopper's report. The client's address is kept only as a keyed hash (HMAC with
+    MODERATION_REPORTER_KEY): enough to see one client's many reports, not to learn the address. A
+    client has at most one open report on a comment: reporting it again moves it no further up the queue."""
 
     class Reason(models.TextChoices):
         SPAM = "spam", "Spam or advertising"
@@ -53,6 +59,10 @@ class Report(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["comment", "client_hash"], condition=models.Q(dismissed=False),
+                                    name="moderation_one_open_report_per_client"),
+        ]
 
 
 class AuditEntry(models.Model):
@@ -72,7 +82,7 @@ class AuditEntry(models.Model):
     actor_name = models.CharField(max_length=150)  # kept when the user is deleted
     action = models.CharField(max_length=10, choices=Action.choices)
     comment_id = models.CharField(max_length=64, db_index=True)
-    sku = models.CharField(max_length=64)
+    sku = models.CharField(max_length=SKU_MAX_LENGTH)
     reason = models.CharField(max_length=500)
 
     class Meta:

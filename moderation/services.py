@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
-from django.db import transaction
+from django.db import IntegrityError, router, transaction
 from django.db.models import F
 
 from comments.caching import product_caches_forget
@@ -14,6 +14,7 @@ from moderation import table
 from moderation.models import AuditEntry, ModeratedComment, Report
 from moderation.purge import purge_product
 from moderation.table import StoredComment
+from shop.middleware import forget_cached_responses
 from shop.models import Product
 
 
@@ -35,6 +36,7 @@ def _changed(sku: str) -> None:
     # update(): the row's updated_at (an edit of the product) stays as it is.
     Product.objects.filter(sku=sku).update(comments_changed_at=changed_at)
     product_caches_forget(sku, product_changed=True)
+    forget_cached_responses()
     purge_product(sku)
 
 
@@ -62,10 +64,20 @@ def shown_comment(comment_id: str) -> StoredComment | None:
     return comment if comment is not None and not comment.hidden else None
 
 
-def report_create(*, comment: StoredComment, reason: str, note: str, client_hash: str) -> Report:
-    with transaction.atomic():
+def report_create(*, comment: StoredComment, reason: str, note: str, client_hash: str,
+                  earlier_hashes: Sequence[str] = ()) -> Report | None:
+    """Queue a shopper's report; None when this client (its hash now, or under an earlier reporter
+    key) has an open report on the comment already: one client cannot push a comment up the queue."""
+    with transaction.atomic(using=router.db_for_write(Report)):
         record = _record(comment)
-        report = Report.objects.create(comment=record, reason=reason, note=note, client_hash=client_hash)
+        mine = Report.objects.filter(comment=record, dismissed=False, client_hash__in=[client_hash, *earlier_hashes])
+        if mine.exists():
+            return None
+        try:
+            with transaction.atomic(using=router.db_for_write(Report)):  # a savepoint: a racing report wins
+                report = Report.objects.create(comment=record, reason=reason, note=note, client_hash=client_hash)
+        except IntegrityError:
+            return None
         ModeratedComment.objects.filter(pk=record.pk).update(open_reports=F("open_reports") + 1,
                                                              last_reported_at=report.created_at)
     return report

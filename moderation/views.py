@@ -10,26 +10,28 @@ from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
-from django.utils.crypto import salted_hmac
 from django.views.decorators.csrf import csrf_exempt
 
 from comments.origin import post_origin_refusal
-from comments.throttle import client_address, within_limit
+from comments.throttle import within_limit
 from comments.views import HttpResponseSeeOther, render
 from moderation import services
 from moderation.forms import ReportForm
-from shop.decorators import method_not_allowed, read_only
+from shop.clients import client_address
+from shop.decorators import canonical_query, method_not_allowed, read_only
 from shop.models import Product
+from shop.site_keys import reporter_hashes
 
 logger = logging.getLogger(__name__)
 
 REPORT_METHODS = ("GET", "HEAD", "POST")
 
 
-def client_hash(request) -> str:
-    """The client's address as a keyed hash: the same client gives the same hash, and without the
-    SECRET_KEY the hash cannot be turned back into an address by trying every IPv4 address."""
-    return salted_hmac("moderation.report.client", client_address(request)).hexdigest()
+def client_hashes(request) -> list[str]:
+    """The client's address as a keyed hash (MODERATION_REPORTER_KEY), then as each fallback key hashes
+    it: the same client gives the same hash, and without the key the hash cannot be turned back into
+    an address by trying every IPv4 address."""
+    return reporter_hashes(client_address(request))
 
 
 def report_page(request, product, comment, form, *, status=200, notice=""):
@@ -41,6 +43,7 @@ def report_page(request, product, comment, form, *, status=200, notice=""):
 
 
 @csrf_exempt  # no per-visitor token in the form: the Origin is checked instead (comments.origin)
+@canonical_query()
 def comment_report(request, sku, comment_id):
     """GET: the report form; POST: store the report, then 303 to the thank-you page."""
     if request.method not in REPORT_METHODS:
@@ -68,12 +71,14 @@ def comment_report(request, sku, comment_id):
     form = ReportForm(request.POST)
     if not form.is_valid():
         return report_page(request, product, comment, form, status=400)
+    current, *earlier = client_hashes(request)
     services.report_create(comment=comment, reason=form.cleaned_data["reason"], note=form.cleaned_data["note"],
-                           client_hash=client_hash(request))
+                           client_hash=current, earlier_hashes=earlier)
     return HttpResponseSeeOther(reverse("comment-reported", kwargs={"sku": sku}))
 
 
 @read_only
+@canonical_query()
 def comment_reported(request, sku):
     product = get_object_or_404(Product, sku=sku)
     return render(request, "moderation/reported.html", {"product": product})

@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 import psycopg
+from botocore.exceptions import ClientError
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 
 from comments.table.client import dynamodb_probe
 from comments.table.keys import PRODUCTS, table_name
 from pagination_index import get_index, index, sources
+from pagination_index.aws.errors import is_throttle
 from pagination_index.models import LagSample, ShardCheckpoint
 from shop.models import Product
 
@@ -47,7 +51,15 @@ def _check_database() -> None:
 
 
 def _check_dynamodb() -> None:
-    dynamodb_probe().describe_table(TableName=table_name())
+    """DescribeTable: the table is there and DynamoDB answers. A throttled DescribeTable is an answer
+    too (it has a per-account rate of its own, which every instance's probe shares): counting it as a
+    failure would make every instance not ready at once, and the load balancer drain them all."""
+    try:
+        dynamodb_probe().describe_table(TableName=table_name())
+    except ClientError as exc:
+        if not is_throttle(exc.response.get("Error", {}).get("Code")):
+            raise
+        logger.info("readiness: DescribeTable throttled; DynamoDB answers, so it counts as ready")
 
 
 def _check_index() -> None:
@@ -64,11 +76,43 @@ def readiness() -> dict[str, str]:
         try:
             check()
         except Exception as exc:  # any failure means not ready; /readyz must answer, never raise
-            logger.warning("readiness check %s failed", name, exc_info=True)
+            logger.warning("readiness check %s failed: %s", name, type(exc).__name__, exc_info=True)
             results[name] = f"failed: {type(exc).__name__}"
         else:
             results[name] = "ok"
     return results
+
+
+class Memoised:
+    """readiness(), asked at most once per READINESS_CACHE_SECONDS in this process: a flood of /readyz
+    costs no more connections or DescribeTables than one probe every two seconds. While one thread
+    asks, the others get the previous answer (or, before there is one, wait for it)."""
+
+    def __init__(self, check):
+        self.check = check
+        self.lock = threading.Lock()
+        self.answer: dict[str, str] | None = None
+        self.until = 0.0
+
+    def __call__(self) -> dict[str, str]:
+        seconds = settings.READINESS_CACHE_SECONDS
+        if seconds <= 0:
+            return self.check()
+        answer = self.answer
+        if answer is not None and time.monotonic() < self.until:
+            return answer
+        if not self.lock.acquire(blocking=answer is None):
+            return answer
+        try:
+            if self.answer is None or time.monotonic() >= self.until:
+                self.answer = self.check()
+                self.until = time.monotonic() + seconds
+            return self.answer
+        finally:
+            self.lock.release()
+
+
+memoised_readiness = Memoised(readiness)
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from comments.pager import page_href, pager_links
 from comments.params import parse_page_number
 from ops import selectors
 from ops.charts import lag_chart
-from shop.decorators import read_only
+from shop.decorators import canonical_query, read_only
 from shop.middleware import service_unavailable
 from shop.models import Product
 
 
 @read_only
+@canonical_query()
 @never_cache
 def healthz(request):
     """The process is up and answers; touches no dependency (a liveness probe)."""
@@ -27,10 +28,12 @@ def healthz(request):
 
 
 @read_only
+@canonical_query()
 @never_cache
 def readyz(request):
-    """Every dependency of a page answers (a readiness probe): 200, or 503 naming what failed."""
-    checks = selectors.readiness()
+    """Every dependency of a page answers (a readiness probe): 200, or 503 naming what failed. The answer
+    is at most READINESS_CACHE_SECONDS old (ops.selectors.Memoised): anyone may ask, as often as they like."""
+    checks = selectors.memoised_readiness()
     ready = all(result == "ok" for result in checks.values())
     response = JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks},
                             status=200 if ready else 503)

@@ -19,8 +19,18 @@ class ShopConfig(AppConfig):
     verbose_name = "Shop"
 
     def ready(self):
+        from shop import checks  # noqa: F401  (registers the deploy checks)
+
         # Python warnings (a missing static folder, a deprecation) become log lines in the log's format
         # (logger py.warnings) instead of raw text among the JSON lines.
         logging.captureWarnings(True)
         request_started.connect(clear_request_id, dispatch_uid="shop.clear_request_id.started")
         request_finished.connect(clear_request_id, dispatch_uid="shop.clear_request_id.finished")
+        # Whatever the admin changes (a product's name, a moderation action) is on the next page served.
+        from django.contrib.admin.models import LogEntry
+        from django.db.models.signals import post_save
+
+        from shop.middleware import forget_cached_responses
+
+        post_save.connect(lambda **kwargs: forget_cached_responses(), sender=LogEntry, weak=False,
+                          dispatch_uid="shop.admin_change_forgets_responses")

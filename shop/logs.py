@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from datetime import datetime, timezone
 
 from pagination_index.aws import request_tag
@@ -40,25 +41,44 @@ def _fields(record: logging.LogRecord) -> dict:
 
 def _plain(value) -> str:
     text = "" if value is None else str(value)
-    if not text or any(ch.isspace() or ch in '"=' for ch in text):
+    if not text or any(ch.isspace() or ch in '"=' for ch in text) or LINE_BREAKING.search(text):
         return json.dumps(text)
     return text
 
 
+# Characters that end or rewrite a line on a terminal or in a log file: C0 and C1 controls, DEL, and
+# Unicode's line and paragraph separators.
+LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character escaped (\\n, \\x1b, \\u2028): whatever a URL or a form
+    put in a message, it stays on its record's line."""
+    return LINE_BREAKING.sub(lambda m: ESCAPES.get(m[0]) or (
+        f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}"), text)
+
+
 class KeyValueFormatter(logging.Formatter):
-    """`2026-11-21 22:00:00,123 INFO shop.request request method=GET path=/ status=200 ...`"""
+    """`2026-11-21 22:00:00,123 INFO shop.request request method=GET path=/ status=200 ...`
+
+    A record is one line, then its traceback, if any, indented: a line that starts in the first column
+    always starts a record, and nothing a client sends can forge one (the message's control characters
+    are escaped, the field values quoted, and an exception message's own lines indented)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
 
+    def formatMessage(self, record):
+        return one_line(super().formatMessage(record))
+
     def format(self, record):
         line = super().format(record)
         fields = _fields(record)
-        if not fields:
-            return line
-        head, newline, rest = line.partition("\n")  # keep a traceback after the fields
-        pairs = " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
-        return f"{head} {pairs}{newline}{rest}"
+        head, _, rest = line.partition("\n")  # keep a traceback after the fields
+        if fields:
+            head += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
+        return f"{head}\n  {rest.replace(chr(10), chr(10) + '  ')}" if rest else head
 
 
 class JSONFormatter(logging.Formatter):

@@ -28,12 +28,16 @@ logger = logging.getLogger("shop.request")
 unavailable_logger = logging.getLogger("shop.unavailable")
 
 REQUEST_ID_HEADER = "X-Request-ID"
-# An incoming request id is echoed only if it is short and plain; anything else is replaced.
+# A client's own X-Request-ID is logged (as client_request_id) only if it is short and plain.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class RequestLogMiddleware:
-    """One structured log line per request, and a request id echoed in the X-Request-ID header.
+    """One structured log line per request, and the request's id in the X-Request-ID header.
+
+    The id is always the site's own: a client choosing it could reuse another visitor's to muddle
+    the logs. A client's (or a proxy's) own X-Request-ID, when short and plain, is logged beside it as
+    `client_request_id`, for following a request across systems.
 
     The request's DynamoDB retry budget (pagination_index.aws.retries.page_retries) is set here too.
 
@@ -51,7 +55,7 @@ class RequestLogMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        request.request_id = uuid.uuid4().hex
         current_request_id.set(request.request_id)
         page_retries.set(RetryBudget(index_settings.AWS["MAX_ATTEMPTS"] - 1))
         response = self.get_response(request)
@@ -64,6 +68,8 @@ class RequestLogMiddleware:
             "status": response.status_code,
             "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
+        if REQUEST_ID.fullmatch(incoming):
+            fields["client_request_id"] = incoming
         page = getattr(request, "page_number", None)
         if page is not None:
             fields["page"] = page
@@ -177,6 +183,18 @@ def service_unavailable(response):
     return response
 
 
+# Bumped by every write of the shop's own that changes what pages show (a comment posted, a moderation
+# change, an admin edit): each process's micro-cache empties itself when it sees a new value.
+_responses_changed = 0
+
+
+def forget_cached_responses() -> None:
+    """This process's micro-cache is emptied before it answers again (other processes' copies are at
+    most RESPONSE_MICRO_CACHE_SECONDS old, as nginx's are)."""
+    global _responses_changed
+    _responses_changed += 1
+
+
 class MicroCacheMiddleware:
     """Whole public responses, kept in this process for RESPONSE_MICRO_CACHE_SECONDS (about a second)
     and handed to cookie-less GETs of the same URL (gzip-accepting or not: a copy for each, since
@@ -186,14 +204,17 @@ class MicroCacheMiddleware:
     Only a 200 marked `Cache-Control: public` (never private or no-store, no cookie set, no Vary but
     Accept-Encoding) is stored, and only requests with no Cookie and no Authorization header are
     answered from it, so a visitor's session, messages or pinned comments never meet the cache;
-    If-None-Match / If-Modified-Since are answered against the stored validators. A write handled by
-    this process (any non-GET answered below 400) empties it; other processes' copies are at most that
-    old, as nginx's micro-cache in front is (docs/nginx.md)."""
+    If-None-Match / If-Modified-Since are answered against the stored validators. A write of the shop's
+    own handled by this process (forget_cached_responses: a comment posted, a moderation change, an
+    admin edit) empties it, never a mere non-GET request (`OPTIONS /admin/` changes nothing, and anyone
+    may send it); other processes' copies are at most that old, as nginx's micro-cache in front is
+    (docs/nginx.md)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
         self.seconds = settings.RESPONSE_MICRO_CACHE_SECONDS
         self.entries: dict[tuple, tuple] = {}
+        self.changes_seen = _responses_changed
         # Django's documented conditional GET: a replay whose validators match answers 304 with its headers.
         self.conditional_get = ConditionalGetMiddleware(get_response)
 
@@ -201,11 +222,11 @@ class MicroCacheMiddleware:
         if not self.seconds:
             return self.get_response(request)
         meta = request.META
+        if self.changes_seen != _responses_changed:
+            self.changes_seen = _responses_changed
+            self.entries.clear()
         if request.method != "GET":
-            response = self.get_response(request)
-            if request.method != "HEAD" and response.status_code < 400:
-                self.entries.clear()
-            return response
+            return self.get_response(request)
         if meta.get("HTTP_COOKIE") or "HTTP_AUTHORIZATION" in meta:
             return self.get_response(request)
         # GZipMiddleware (inside) compresses for clients that accept gzip: one copy for them, one for the rest.

@@ -4,6 +4,7 @@ Each environment variable is read once, here, and listed with its default in doc
 (tests/ops/test_settings.py holds the two equal). Sections: core, data stores, pagination index,
 comment pages, caching, security, logging, operations.
 """
+import hashlib
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,6 +27,11 @@ def env_bool(name, default=False):
 
 def env_list(name, default):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def development_key(purpose: str) -> str:
+    """A key derived from SECRET_KEY for one purpose: for DEBUG only, where no separate key is set."""
+    return hashlib.sha256(f"{SECRET_KEY}\0{purpose}".encode()).hexdigest()
 
 
 def next_database(url):
@@ -298,20 +304,33 @@ COMMENTS_PAGE_NUMBERING = os.environ.get("COMMENTS_PAGE_NUMBERING", "newest")
 # At most this many accepted comment posts per client per minute (0 turns the limit off), counted in the
 # default cache: per process with LocMemCache, shared when CACHE_BACKEND=redis.
 COMMENTS_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_POSTS_PER_MINUTE", "5"))
+# And at most this many on one product per minute from all clients together (0: no such cap).
+COMMENTS_PRODUCT_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_PRODUCT_POSTS_PER_MINUTE", "60"))
 # Posts refused as invalid (a 400 with the form's errors) are counted apart, against this more generous
 # limit, so correcting a form never uses up the posting limit (0 turns it off).
 COMMENTS_INVALID_POSTS_PER_MINUTE = int(os.environ.get("COMMENTS_INVALID_POSTS_PER_MINUTE", "30"))
-# Behind a proxy: the header it writes the client's address into (e.g. X-Forwarded-For); the
-# rightmost address in it is used. Empty: REMOTE_ADDR.
+# Behind proxies of the site's own: the header they append the client's address to (X-Forwarded-For),
+# and how many of them append to it; the client is the address that many places from the right
+# (shop/clients.py). Empty: REMOTE_ADDR. Rate limits, reporter hashes and admin logins count by it.
 COMMENTS_CLIENT_IP_HEADER = os.environ.get("COMMENTS_CLIENT_IP_HEADER", "")
+COMMENTS_CLIENT_IP_PROXIES = int(os.environ.get("COMMENTS_CLIENT_IP_PROXIES", "1"))
 # Request bodies over this many bytes are refused with a 413 page. A full comment of 5,000 emoji
 # is about 61 KB form-encoded.
 DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DJANGO_DATA_UPLOAD_MAX_MEMORY_SIZE", str(128 * 1024)))
+# The key that signs "Load more" cursors, apart from SECRET_KEY (which every process holds, the stream
+# Lambda included): whoever reads SECRET_KEY cannot forge a cursor. To rotate, set the new key and move
+# the old one to COMMENTS_CURSOR_KEY_FALLBACKS (comma-separated), as SECRET_KEY_FALLBACKS: cursors it
+# signed still open. The web refuses to start without it (shop/site_keys.py); DEBUG derives one.
+COMMENTS_CURSOR_KEY = os.environ.get("COMMENTS_CURSOR_KEY") or (development_key("comments.cursor") if DEBUG else "")
+COMMENTS_CURSOR_KEY_FALLBACKS = env_list("COMMENTS_CURSOR_KEY_FALLBACKS", "")
 # API page size: default and upper bound of ?limit=.
 COMMENTS_API_DEFAULT_LIMIT = 20
 COMMENTS_API_MAX_LIMIT = 100
 # URLs per sitemap file (the sitemaps protocol allows at most 50,000).
 SITEMAP_URLS_PER_FILE = int(os.environ.get("SITEMAP_URLS_PER_FILE", "50000"))
+# Sitemap files are kept this many seconds in Django's cache (each one reads the whole catalogue and an
+# index entry per product); 0 builds every request.
+SITEMAP_CACHE_SECONDS = int(os.environ.get("SITEMAP_CACHE_SECONDS", "60"))
 
 # --- Caching --------------------------------------------------------------------------------
 # Django's cache holds the fast windows, rendered pages and post counts: per process (locmem), or
@@ -372,6 +391,17 @@ if HTTPS:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD")
 SESSION_COOKIE_HTTPONLY = True
+# Staff passwords (createsuperuser, the admin's password forms): Django's four validators.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": int(os.environ.get("DJANGO_PASSWORD_MIN_LENGTH", "12"))}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Wrong passwords a client may send the admin's login a minute before it is refused with a 429
+# (shop/admin_login.py; 0: no limit).
+ADMIN_LOGIN_FAILURES_PER_MINUTE = int(os.environ.get("ADMIN_LOGIN_FAILURES_PER_MINUTE", "5"))
 # X-Content-Type-Options: nosniff, Referrer-Policy and Cross-Origin-Opener-Policy come from
 # SecurityMiddleware; X-Frame-Options from XFrameOptionsMiddleware.
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -422,6 +452,9 @@ LOGGING = {
 # --- Operations -----------------------------------------------------------------------------
 # A dependency that is down (DynamoDB, the index) is answered 503 with this Retry-After.
 RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
+# /readyz asks its dependencies at most once per this many seconds in each process, and answers
+# meanwhile from the last time (0: every request asks).
+READINESS_CACHE_SECONDS = float(os.environ.get("READINESS_CACHE_SECONDS", "2"))
 # Products a page of /ops/ lists (index counts only; a product's exact table count is asked for).
 OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
 # Products a catalogue page lists.
@@ -429,6 +462,13 @@ CATALOGUE_PAGE_SIZE = int(os.environ.get("CATALOGUE_PAGE_SIZE", "50"))
 
 # Moderation (docs/moderation.md). Reports a client may send a minute (0: no limit).
 MODERATION_REPORTS_PER_MINUTE = int(os.environ.get("MODERATION_REPORTS_PER_MINUTE", "10"))
+# The key of reporters' address hashes (an HMAC: one client, one hash; the address cannot be found by
+# trying every IPv4 address without it), apart from SECRET_KEY like COMMENTS_CURSOR_KEY, and rotated
+# the same way: with the old key in MODERATION_REPORTER_KEY_FALLBACKS, a client's open report made
+# under it still counts as theirs.
+MODERATION_REPORTER_KEY = os.environ.get("MODERATION_REPORTER_KEY") or (
+    development_key("moderation.reporter") if DEBUG else "")
+MODERATION_REPORTER_KEY_FALLBACKS = env_list("MODERATION_REPORTER_KEY_FALLBACKS", "")
 # Dotted path of a callable purge(*, keys, paths) that purges a product's pages from a CDN after a
 # moderation change ("" : none). moderation.purge.webhook POSTs them to MODERATION_PURGE_WEBHOOK_URL.
 MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")

@@ -1,7 +1,11 @@
+import hashlib
+import re
+
 from django.conf import settings
+from django.core.cache import cache
 from django.contrib.sitemaps import views as sitemap_views
 from django.core.paginator import InvalidPage, Paginator
-from django.http import Http404, HttpResponsePermanentRedirect, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponsePermanentRedirect, HttpResponseRedirect
 from django.shortcuts import render
 from django.templatetags.static import static
 from django.urls import reverse
@@ -11,7 +15,8 @@ from comments import caching
 from comments.pager import page_href, pager_links
 from comments.params import parse_page_number
 from comments.selectors import product_comment_counts
-from shop.decorators import read_only
+from metrics import cache_lookup
+from shop.decorators import canonical_query, read_only
 from shop.models import Product
 from shop.sitemaps import SITEMAPS
 
@@ -31,6 +36,7 @@ ROBOTS_DISALLOW = [
 
 
 @read_only
+@canonical_query("page")
 def catalogue(request):
     """The products, CATALOGUE_PAGE_SIZE a page in name order, with their comment counts (one index
     read a page). Numbered like comment pages: ?page=1 is a 301 to the bare URL, anything else that is
@@ -73,6 +79,7 @@ def catalogue(request):
 
 
 @read_only
+@canonical_query()
 def robots_txt(request):
     return render(request, "robots.txt", {
         "disallow": ROBOTS_DISALLOW,
@@ -87,18 +94,68 @@ FAVICON_REDIRECT_MAX_AGE = 24 * 3600
 
 
 @read_only
+@canonical_query()
 def favicon(request):
     response = HttpResponseRedirect(static("favicon.ico"))
     patch_cache_control(response, public=True, max_age=FAVICON_REDIRECT_MAX_AGE)
     return response
 
 
+# A sitemap file's page number (?p=N): a plain positive integer, nothing else is looked up.
+SITEMAP_PAGE = re.compile(r"[1-9][0-9]{0,9}")
+
+
+def cached_sitemap(request, name: str, build) -> HttpResponse | None:
+    """A sitemap response kept in Django's cache for SITEMAP_CACHE_SECONDS, keyed by the site (its
+    URLs are absolute: scheme and host, one of ALLOWED_HOSTS) and `name` only (the section and page):
+    building one reads the whole catalogue and an index entry per product, so a crawler (or anyone)
+    asking again within minutes costs one cache read. None (no such page) is not kept."""
+    seconds = settings.SITEMAP_CACHE_SECONDS
+    if not seconds:
+        return build()
+    site = hashlib.sha256(f"{request.scheme}://{request.get_host()}".encode()).hexdigest()[:16]
+    key = f"shop:sitemap:{site}:{name}"
+    response = cache.get(key)
+    cache_lookup("sitemap", response is not None)
+    if response is None:
+        response = build()
+        if response is not None:
+            cache.set(key, response, seconds)
+    return response
+
+
 @read_only
+@canonical_query()
 def sitemap_index(request):
-    return sitemap_views.index(request, SITEMAPS, sitemap_url_name="sitemap-section").render()
+    return cached_sitemap(request, "index", lambda: sitemap_views.index(
+        request, SITEMAPS, sitemap_url_name="sitemap-section").render())
 
 
 @read_only
+@canonical_query("p")
 def sitemap_section(request, section):
-    # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
-    return sitemap_views.sitemap(request, SITEMAPS, section=section, template_name="sitemaps/urlset.xml").render()
+    """One section's file (?p=N past the first 50,000 URLs). A page past the last is a 404 that is
+    cached too, so no page number makes the catalogue be read more than once in SITEMAP_CACHE_SECONDS;
+    anything that is not a page number is a 404 without reading anything."""
+    page = request.GET.get("p", "1")
+    if section not in SITEMAPS or not SITEMAP_PAGE.fullmatch(page):
+        raise Http404("No such sitemap.")
+    pages = cache.get(f"shop:sitemap-pages:{section}")
+    if pages is not None and int(page) > pages:
+        raise Http404("No such sitemap page.")
+
+    def build():
+        site = SITEMAPS[section]()
+        try:
+            # Django's own template dates lastmod to the day; ours gives the moment (W3C datetime).
+            return sitemap_views.sitemap(request, {section: site}, section=section,
+                                         template_name="sitemaps/urlset.xml").render()
+        except Http404:
+            return None
+        finally:
+            cache.set(f"shop:sitemap-pages:{section}", site.paginator.num_pages, settings.SITEMAP_CACHE_SECONDS)
+
+    response = cached_sitemap(request, f"{section}:{page}", build)
+    if response is None:
+        raise Http404("No such sitemap page.")
+    return response

@@ -27,29 +27,35 @@ def nginx_binary() -> str | None:
                                           if os.access(path, os.X_OK)), None)
 
 
-def site_config(*, upstream: str, port: int, static_root: Path, cache_dir: Path) -> str:
+def site_config(*, upstream: str, port: int, static_root: Path, cache_dir: Path, trusted_proxies: str = "127.0.0.1",
+                limit_exempt: str = "127.0.0.1") -> str:
     """The repository's site file with its ${...} placeholders filled (nginx's own $variables kept)."""
     return Template(SITE_TEMPLATE.read_text()).safe_substitute(
         SHOP_UPSTREAM=upstream, NGINX_PORT=str(port), SHOP_STATIC_ROOT=str(static_root),
-        NGINX_CACHE_DIR=str(cache_dir))
+        NGINX_CACHE_DIR=str(cache_dir), NGINX_TRUSTED_PROXIES=trusted_proxies, NGINX_LIMIT_EXEMPT=limit_exempt)
 
 
 class Nginx:
-    """nginx on `port` (a free one by default) in front of `upstream` (host:port)."""
+    """nginx on `port` (a free one by default) in front of `upstream` (host:port). Clients it believes
+    about X-Forwarded-For (a load balancer's role) and clients it never rate-limits: 127.0.0.1 unless
+    told otherwise, as in docker-compose.yml; tests and benchmarks play other clients from 127.0.0.2 and
+    up (the loopback range)."""
 
     def __init__(self, prefix: Path, *, upstream: str, static_root: Path, port: int | None = None,
-                 workers: int = 1):
+                 workers: int = 1, trusted_proxies: str = "127.0.0.1", limit_exempt: str = "127.0.0.1"):
         self.prefix = Path(prefix)
         self.port = port or free_port()
         self.upstream = upstream
         self.static_root = Path(static_root)
         self.workers = workers
+        self.trusted_proxies, self.limit_exempt = trusted_proxies, limit_exempt
         self.process: subprocess.Popen | None = None
 
     def write_config(self) -> Path:
         self.prefix.mkdir(parents=True, exist_ok=True)
         (self.prefix / "shop.conf").write_text(site_config(
-            upstream=self.upstream, port=self.port, static_root=self.static_root, cache_dir=self.prefix / "cache"))
+            upstream=self.upstream, port=self.port, static_root=self.static_root, cache_dir=self.prefix / "cache",
+            trusted_proxies=self.trusted_proxies, limit_exempt=self.limit_exempt))
         temp = "\n".join(f"  {kind}_temp_path {self.prefix / ('temp-' + kind)};"
                          for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         user = "user root root;\n" if os.geteuid() == 0 else ""  # else workers would run as nobody

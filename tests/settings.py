@@ -1,8 +1,11 @@
-"""Settings for the test suite: shop.settings as production runs it (DEBUG off), with a test-only
-secret key and plain static file storage, so pages render without running collectstatic first."""
+"""Settings for the test suite: shop.settings as production runs it (DEBUG off), with test-only
+secret keys and plain static file storage, so pages render without running collectstatic first."""
 import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-not-secret-5b2f7c0e9a1d4e6b8c3f2a7d1e0b9c8a")
+# The web's own keys (shop/site_keys.py), as production sets them apart from the secret key.
+os.environ.setdefault("COMMENTS_CURSOR_KEY", "tests-only-cursor-key-0d9c8b7a6f5e4d3c2b1a0f9e8d7c6b5a")
+os.environ.setdefault("MODERATION_REPORTER_KEY", "tests-only-reporter-key-a1b2c3d4e5f60718293a4b5c6d7e8f90")
 os.environ.setdefault("DJANGO_STATICFILES_STORAGE", "django.contrib.staticfiles.storage.StaticFilesStorage")
 
 from shop.settings import *  # noqa: E402,F401,F403
@@ -14,6 +17,10 @@ WHITENOISE_USE_FINDERS = True
 # Tests read pages right after changing data: the one-second micro-cache would show them the page
 # from before. tests/shop/test_micro_cache.py turns it on.
 RESPONSE_MICRO_CACHE_SECONDS = 0
+# The same for sitemaps, kept SITEMAP_CACHE_SECONDS, and /readyz's answer, kept READINESS_CACHE_SECONDS:
+# tests/shop/test_sitemaps.py and tests/ops/test_abuse.py turn them on.
+SITEMAP_CACHE_SECONDS = 0
+READINESS_CACHE_SECONDS = 0
 
 # DynamoDB Local updates its GSIs with the table write, and the tests drive the consumers
 # themselves: a rebuild need not wait for writes in flight (tests/pagination_index covers fences).

@@ -20,6 +20,7 @@ from stack.strict_endpoint.backups import OPERATIONS as BACKUP_OPERATIONS, Conti
 from stack.strict_endpoint.errors import AwsError
 from stack.strict_endpoint.faults import ANSWERED, Faults, answered_error, cancellation, split_batch
 from stack.strict_endpoint.iam import Policies, PolicyError, template_principals
+from stack.strict_endpoint.limits import check_key_sizes
 from stack.strict_endpoint.metering import Meter, Metering, consumed_capacity, request_partitions
 from stack.strict_endpoint.operations import requested_actions, stream_label, table_arn, tables_of
 from stack.strict_endpoint.requestlog import RequestLog
@@ -153,6 +154,8 @@ class StrictEndpointServer:
             return status, json.dumps(answer).encode(), {}
         metering = self.config["metering"] and service == "dynamodb"
         try:
+            if service == "dynamodb":  # the key schema is the endpoint's own read, as the metering's are
+                await check_key_sizes(self.tables, operation, params)
             old = await self.metering.before(operation, params) if metering and operation in WRITES else {}
             if metering:
                 self.throttle.check(await request_partitions(self.tables, operation, params, old), now,

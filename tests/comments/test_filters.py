@@ -219,7 +219,8 @@ def test_bad_cursors_are_400_pages_and_api_errors(client, filter_product):
         api = client.get(f"/api/products/{SKU}/comments" + query((5,), cursor=cursor))
         assert api.status_code == 400, name
         assert api.json()["error"]["status"] == 400
-    assert client.get(base + query((5,), cursor=good, page=2)).status_code == 400
+    # The page's parameters in the order its links write them (a 301 puts them so), then its answer.
+    assert client.get(base + query((5,), cursor=good, page=2), follow=True).status_code == 400
 
 
 @pytest.mark.parametrize("params, status", [
@@ -330,3 +331,26 @@ def test_counts_and_newest_entries_are_as_fresh_as_the_fast_windows(filter_produ
         index.remove_many(SKU, [extra[0]])
         index.remove_many(f"{SKU}/5", [extra[0]])
         product_caches_forget(SKU)
+
+
+def test_cursors_are_signed_with_a_key_of_their_own_and_survive_its_rotation(client, filter_product, settings):
+    """M8: whoever reads SECRET_KEY (every process has it, the stream Lambda included) cannot forge a
+    cursor; a rotated COMMENTS_CURSOR_KEY, with the old one kept as a fallback, still opens cursors
+    already out in people's tabs."""
+    from django.core import signing
+
+    _, good = _bad_cursors((5,))
+    page = filter_product.get_absolute_url() + query((5,), cursor=good)
+    payload = [1, "5", 20, [0]]
+    with_secret_key = signing.Signer(key=settings.SECRET_KEY, salt=f"{cursors.SALT}:{SKU}").sign_object(
+        payload, compress=True)
+    assert client.get(filter_product.get_absolute_url() + query((5,), cursor=with_secret_key)).status_code == 400
+    settings.SECRET_KEY = "a-new-secret-key-changes-nothing-for-cursors-0123456789"
+    assert client.get(page).status_code == 200
+    old = settings.COMMENTS_CURSOR_KEY
+    settings.COMMENTS_CURSOR_KEY = "rotated-cursor-key-for-this-test-only-0123456789"
+    assert client.get(page).status_code == 400  # signed with a key no longer known
+    settings.COMMENTS_CURSOR_KEY_FALLBACKS = [old]
+    assert client.get(page).status_code == 200
+    fresh = cursors.encode(SKU, (5,), Position(20, {f"{SKU}/5": (None, 0)}))
+    assert fresh != good  # new cursors are signed with the new key

@@ -270,6 +270,38 @@ def test_rate_limit_counts_the_client_behind_a_trusted_proxy(client, product, se
     assert post_burst(client, 1, **other) == [303]
 
 
+def test_the_client_is_counted_that_many_proxies_from_the_right(client, product, settings):
+    """A balancer and nginx in front (two proxies appending): the client is second from the right; a
+    request with fewer entries than proxies did not come through them all, and counts as REMOTE_ADDR."""
+    settings.COMMENTS_POSTS_PER_MINUTE = 1
+    settings.COMMENTS_CLIENT_IP_HEADER = "X-Forwarded-For"
+    settings.COMMENTS_CLIENT_IP_PROXIES = 2
+    wait_for_fresh_minute()
+    balancer = "10.0.0.9"
+    assert post_burst(client, 1, HTTP_X_FORWARDED_FOR=f"203.0.113.9, {balancer}") == [303]
+    assert post_burst(client, 1, HTTP_X_FORWARDED_FOR=f"198.51.100.1, 203.0.113.9, {balancer}") == [429]
+    assert post_burst(client, 1, HTTP_X_FORWARDED_FOR=f"203.0.113.10, {balancer}") == [303]
+    assert post_burst(client, 1, HTTP_X_FORWARDED_FOR="203.0.113.11", REMOTE_ADDR="192.0.2.50") == [303]
+    assert post_burst(client, 1, REMOTE_ADDR="192.0.2.50") == [429]  # the same client: REMOTE_ADDR
+
+
+def test_many_clients_cannot_flood_one_product(client, product, settings, rate_cache):
+    """M1: a botnet (or the 65,536 /64s of one IPv6 /48) is many clients: each within its own limit,
+    together capped per product, while other products take posts as usual."""
+    settings.COMMENTS_POSTS_PER_MINUTE = 1
+    settings.COMMENTS_PRODUCT_POSTS_PER_MINUTE = 3
+    wait_for_fresh_minute()
+    statuses = [post_burst(client, 1, REMOTE_ADDR=f"2001:db8:1:{n:x}::1")[0] for n in range(5)]
+    assert statuses == [303, 303, 303, 429, 429]
+    refused = client.post(POST_URL, {**VALID, "body": "Kept for later"}, REMOTE_ADDR="2001:db8:1:ff::1")
+    assert refused.status_code == 429 and "receiving very many comments" in refused.content.decode()
+    assert "Kept for later</textarea>" in refused.content.decode() and 1 <= int(refused["Retry-After"]) <= 60
+    assert len(stored()) == 3
+    factories.product("POST-2", "Other kettle")
+    other = client.post("/products/POST-2/comments/", VALID, REMOTE_ADDR="2001:db8:1:100::1")
+    assert other.status_code == 303
+
+
 def test_ipv6_clients_are_counted_per_64(client, product, settings):
     settings.COMMENTS_POSTS_PER_MINUTE = 1
     wait_for_fresh_minute()

@@ -21,7 +21,8 @@ def comments(db, comments_table):
     comments = factories.seed(SKU, 4, seed=8)
     for comment, times in zip(comments, (1, 3, 2)):
         for _ in range(times):
-            services.report_create(comment=table.find_comment(comment.pk), reason="abuse", note="", client_hash="h")
+            services.report_create(comment=table.find_comment(comment.pk), reason="abuse", note="",
+                                   client_hash=f"client-{_}")  # one client reports a comment once
     return comments
 
 

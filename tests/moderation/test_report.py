@@ -5,7 +5,7 @@ import pytest
 from django.test import Client
 
 from moderation.models import ModeratedComment, Report
-from moderation.views import client_hash
+from moderation.views import client_hashes
 from tests import factories
 from tests.comments.test_posting import _clean_rate_limit  # noqa: F401 (autouse: a clean count per test)
 
@@ -51,17 +51,39 @@ def test_a_report_is_stored_and_thanked(comments, browser):
     assert (report.reason, report.note, report.comment.author, report.comment.open_reports) == (
         "spam", "Links to a casino", comments[1].author, 1)
     assert report.created_at is not None
-    assert "203.0.113.7" not in report.client_hash and len(report.client_hash) == 40
-    assert browser.post(report_url(comments[1]), {"reason": "abuse"}).status_code == 303
+    assert "203.0.113.7" not in report.client_hash and len(report.client_hash) == 64
+    other = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.99")
+    assert other.post(report_url(comments[1]), {"reason": "abuse"}).status_code == 303
     assert ModeratedComment.objects.get().open_reports == 2
-    assert len(set(Report.objects.values_list("client_hash", flat=True))) == 1  # one client, one hash
+    assert len(set(Report.objects.values_list("client_hash", flat=True))) == 2  # two clients, two hashes
 
 
-def test_the_client_hash_is_keyed(rf, settings):
+def test_one_client_reporting_a_comment_again_does_not_push_it_up_the_queue(comments, browser):
+    """The queue sorts by open reports: a client's repeats are thanked as usual and counted once."""
+    statuses = [browser.post(report_url(comments[0]), {"reason": "spam"}).status_code for _ in range(4)]
+    assert statuses == [303] * 4
+    assert Report.objects.count() == 1 and ModeratedComment.objects.get().open_reports == 1
+    # Once the moderator has dismissed it, the same client may report the comment again.
+    Report.objects.update(dismissed=True)
+    ModeratedComment.objects.update(open_reports=0)
+    assert browser.post(report_url(comments[0]), {"reason": "abuse"}).status_code == 303
+    assert ModeratedComment.objects.get().open_reports == 1
+
+
+def test_the_client_hash_is_keyed_by_its_own_key_and_survives_a_rotation(rf, settings, comments, browser):
     request = rf.get("/", REMOTE_ADDR="198.51.100.1")
-    first = client_hash(request)
+    [first] = client_hashes(request)
     settings.SECRET_KEY = "another-secret-key-for-this-test-only"
-    assert client_hash(request) != first
+    assert client_hashes(request) == [first]  # SECRET_KEY plays no part
+    old_key = settings.MODERATION_REPORTER_KEY
+    settings.MODERATION_REPORTER_KEY = "another-reporter-key-for-this-test-only-0123456789"
+    assert client_hashes(request)[0] != first
+    # Rotated with the old key kept as a fallback: a client's open report still counts as theirs.
+    assert browser.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303
+    settings.MODERATION_REPORTER_KEY, settings.MODERATION_REPORTER_KEY_FALLBACKS = "rotated-" + "k" * 40, [
+        settings.MODERATION_REPORTER_KEY, old_key]
+    assert browser.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303
+    assert Report.objects.count() == 1
 
 
 def test_a_missing_comment_is_a_404(comments, browser):
@@ -95,7 +117,7 @@ def test_a_flood_of_reports_is_a_429(comments, browser, settings):
     assert statuses == [303, 303, 303, 429, 429]
     refused = browser.post(report_url(comments[0]), {"reason": "spam"})
     assert 1 <= int(refused["Retry-After"]) <= 60
-    assert Report.objects.count() == 3
+    assert Report.objects.count() == 1  # one client's repeats count once
     other = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.8")
     assert other.post(report_url(comments[0]), {"reason": "spam"}).status_code == 303  # per client
 
@@ -123,3 +145,47 @@ def test_a_posters_own_comment_hidden_leaves_their_pages_too(comments, browser, 
     services.comment_hide(comment_id=posted, actor=admin_user, reason="abuse")
     again = browser.get(PAGE)
     assert again.status_code == 200 and posted not in again.content.decode()
+
+
+class ModerationOnPostgres:
+    """A router sending the moderation app's tables to the PostgreSQL test database."""
+
+    def db_for_read(self, model, **hints):
+        return "postgres" if model._meta.app_label == "moderation" else None
+
+    db_for_write = db_for_read
+
+
+@pytest.mark.django_db(transaction=True, databases="__all__")
+def test_a_comment_of_an_80_character_sku_is_reported_and_moderated_on_postgresql(comments_table, postgres_database,
+                                                                                  settings):
+    """M7: products allow 100-character SKUs, and so must the moderation tables (PostgreSQL enforces
+    varchar lengths: a 64-character column made this report a 500, and the hide's audit entry too)."""
+    from moderation import services
+
+    settings.DATABASE_ROUTERS = [f"{__name__}.ModerationOnPostgres"]
+    sku = "LONG-" + "x" * 75
+    factories.product(sku, "A product with a long SKU")
+    [comment] = factories.seed(sku, 1, seed=6)
+    browser = Client(headers={"Origin": "http://testserver"}, REMOTE_ADDR="203.0.113.7")
+    response = browser.post(report_url(comment, sku=sku), {"reason": "spam"})
+    assert response.status_code == 303
+    assert Report.objects.using(postgres_database).get().comment.sku == sku
+    assert services.comment_hide(comment_id=comment.pk, actor=None, reason="spam")  # users stay on SQLite
+    assert ModeratedComment.objects.using(postgres_database).get().state == ModeratedComment.State.HIDDEN
+    from moderation.models import AuditEntry
+    assert AuditEntry.objects.using(postgres_database).get().sku == sku
+
+
+@pytest.mark.usefixtures("strict_dynamodb_settings")
+def test_an_overlong_or_malformed_comment_id_is_a_404_that_asks_dynamodb_nothing(comments, browser, strict_endpoint,
+                                                                                 caplog):
+    """L3: a 5,000-character id would be a ValidationException on AWS (partition keys are at most
+    2,048 bytes), which the site answered 503 with a logged traceback: the URL only takes the ids the
+    shop issues, so no request reaches DynamoDB and nothing is logged but the 404."""
+    strict_endpoint.clear_requests()
+    for comment_id in ("a" * 5000, "a" * 2100, comments[0].pk.upper(), comments[0].pk + "0", "x%0Aforged"):
+        assert browser.get(f"/products/{SKU}/comments/{comment_id}/report/").status_code == 404
+        assert browser.post(f"/products/{SKU}/comments/{comment_id}/report/", {"reason": "spam"}).status_code == 404
+    assert strict_endpoint.requests() == []
+    assert not [r for r in caplog.records if r.levelno >= 30 and r.name != "django.request"]

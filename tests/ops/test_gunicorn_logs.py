@@ -40,6 +40,8 @@ def served(tmp_path):
         "PATH": os.environ["PATH"],
         "DJANGO_SETTINGS_MODULE": "shop.settings",
         "DJANGO_SECRET_KEY": "gunicorn-logs-test-only-8e1f4a7c2b9d0e6f5a3c1b7d9e2f0a4c6b8d1e3f5a7c9",
+        "COMMENTS_CURSOR_KEY": "gunicorn-logs-test-only-cursor-key-2b4d6f8a0c2e4a6c8e0b2d4f6a8c0e2d",
+        "MODERATION_REPORTER_KEY": "gunicorn-logs-test-only-reporter-key-9f7d5b3a1c9e7d5b3f1a9c7e5d3b1f9a",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
         "DJANGO_STATICFILES_STORAGE": "django.contrib.staticfiles.storage.StaticFilesStorage",
         # never collected: WhiteNoise warns about it at start-up, a Python warning that must be a JSON line too
@@ -82,9 +84,12 @@ def served(tmp_path):
 
 def test_every_stderr_line_is_json_gunicorn_s_own_included(served):
     port, out, err, stop = served
-    assert get(port, "/healthz", {"X-Request-ID": "gl-healthz", "User-Agent": "logs-test"})[0] == 200
+    status, headers = get(port, "/healthz", {"X-Request-ID": "gl-healthz", "User-Agent": "logs-test"})
+    healthz = headers["x-request-id"]  # the site's own id, never the client's
+    assert status == 200 and len(healthz) == 32
     status, headers = get(port, "/products/NO-TABLE/", {"X-Request-ID": "gl-503"})
-    assert status == 503 and headers["x-request-id"] == "gl-503"
+    failing = headers["x-request-id"]
+    assert status == 503 and failing not in {healthz, "gl-503"}
     stop()  # the shutdown lines too
 
     text = err.read_text()
@@ -100,10 +105,11 @@ def test_every_stderr_line_is_json_gunicorn_s_own_included(served):
     for start in ("Starting gunicorn", "Booting worker with pid", "Shutting down"):
         assert any(lg == "gunicorn.error" and m.startswith(start) for lg, m in messages), start
     access = {line["request_id"]: line for line in lines if line["logger"] == "gunicorn.access"}
-    assert {k: access["gl-healthz"][k] for k in ("method", "path", "status", "user_agent")} == {
+    assert {k: access[healthz][k] for k in ("method", "path", "status", "user_agent")} == {
         "method": "GET", "path": "/healthz", "status": 200, "user_agent": "logs-test"}
-    assert access["gl-503"]["status"] == 503 and access["gl-503"]["duration_ms"] >= 0
+    assert access[failing]["status"] == 503 and access[failing]["duration_ms"] >= 0
     # the app's lines of the failing request: its warning with the traceback, its request line, Django's
-    app = [line for line in lines if line.get("request_id") == "gl-503" and line["logger"] != "gunicorn.access"]
+    app = [line for line in lines if line.get("request_id") == failing and line["logger"] != "gunicorn.access"]
+    assert next(line for line in app if line["logger"] == "shop.request")["client_request_id"] == "gl-503"
     assert {line["logger"] for line in app} == {"shop.unavailable", "shop.request", "django.request"}
     assert "OperationalError" in next(line["exc"] for line in app if line["logger"] == "shop.unavailable")

@@ -12,6 +12,9 @@ PRODUCTION = {
     "DJANGO_CSRF_TRUSTED_ORIGINS": "https://shop.example.com",
     "DJANGO_HTTPS": "1",
     "DJANGO_HSTS_PRELOAD": "1",
+    "COMMENTS_CURSOR_KEY": "pV7xN2qL9sT4wZ1kR8mB3cY6hJ0dF5gA",
+    "MODERATION_REPORTER_KEY": "Qe4Tz8Uw1Xy5Vb9Nc2Md6Lf0Kg3Jh7Hs",
+    "CACHE_BACKEND": "redis",
 }
 
 
@@ -26,6 +29,13 @@ def test_check_deploy_passes_with_production_settings():
     result = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
+
+
+def test_check_deploy_warns_about_a_per_process_cache():
+    """L5/M1: rate limits and moderation's invalidations live in the default cache."""
+    env = {key: value for key, value in PRODUCTION.items() if key != "CACHE_BACKEND"}
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode != 0 and "shop.W001" in result.stderr
 
 
 def test_check_deploy_warns_without_https():

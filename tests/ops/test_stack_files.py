@@ -19,15 +19,35 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 
 
-@pytest.fixture(scope="module")
-def compose():
-    """The Compose file as `docker-compose config` resolves it (anchors, merges, variables)."""
+# What `make compose-env` writes to .env: compose refuses to start without each of them.
+SECRETS = {name: f"{name.lower()}-test-only-0123456789abcdef" for name in (
+    "DJANGO_SECRET_KEY", "COMMENTS_CURSOR_KEY", "MODERATION_REPORTER_KEY", "POSTGRES_PASSWORD", "REDIS_PASSWORD")}
+
+
+def compose_config(env: dict, tmp: Path) -> subprocess.CompletedProcess:
     if not shutil.which("docker-compose"):
         service_missing("docker-compose is not installed (Debian: apt-get install docker-compose)")
-    result = subprocess.run(["docker-compose", "--file", str(COMPOSE), "--project-directory", str(ROOT), "config"],
-                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    # An empty env file: a developer's .env (make compose-env) must not fill the variables, only `env`.
+    (tmp / "empty.env").write_text("")
+    return subprocess.run(["docker-compose", "--file", str(COMPOSE), "--project-directory", str(ROOT),
+                           "--env-file", str(tmp / "empty.env"), "config"], capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", **env})
+
+
+@pytest.fixture(scope="module")
+def compose(tmp_path_factory):
+    """The Compose file as `docker-compose config` resolves it (anchors, merges, variables)."""
+    result = compose_config(SECRETS, tmp_path_factory.mktemp("compose"))
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
+
+
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_compose_has_no_default_secret_and_refuses_to_start_without_one(missing, tmp_path):
+    """L7: no known secret key or database password to fall back to, and Redis asks for a password
+    (django-redis unpickles what it reads: write access to Redis would be code execution)."""
+    result = compose_config({name: value for name, value in SECRETS.items() if name != missing}, tmp_path)
+    assert result.returncode != 0 and missing in result.stderr
 
 
 def shell_words(command) -> list[str]:
@@ -66,12 +86,16 @@ def test_nginx_fronts_web_with_the_repositorys_config(compose):
     static files init collects into the volume they share."""
     nginx, web, init = (compose["services"][name] for name in ("nginx", "web", "init"))
     assert nginx["image"].startswith("nginx:")
-    assert nginx["ports"][0]["target"] == 80
-    assert str(web["ports"][0]).startswith("127.0.0.1:")  # gunicorn itself only on the host's loopback
+    published = nginx["ports"][0]  # "host_ip:port:target/tcp" (docker-compose 1.x) or its long form
+    if isinstance(published, dict):
+        published = f"{published['host_ip']}:{published['published']}:{published['target']}/tcp"
+    assert published == "127.0.0.1:8000:80/tcp"  # the host's loopback unless WEB_BIND says otherwise
+    assert "ports" not in web  # gunicorn only through nginx: nobody else can send it X-Forwarded-For
     volumes = {target: source for source, target, *_ in (v.split(":") for v in nginx["volumes"])}
     text = Path(volumes["/etc/nginx/templates/default.conf.template"]).read_text()
     placeholders = set(re.findall(r"\$\{(\w+)\}", text))
-    assert placeholders == {"SHOP_UPSTREAM", "NGINX_PORT", "SHOP_STATIC_ROOT", "NGINX_CACHE_DIR"}
+    assert placeholders == {"SHOP_UPSTREAM", "NGINX_PORT", "SHOP_STATIC_ROOT", "NGINX_CACHE_DIR",
+                            "NGINX_TRUSTED_PROXIES", "NGINX_LIMIT_EXEMPT"}
     assert placeholders <= set(nginx["environment"])  # the image's envsubst fills only what is set
     assert nginx["environment"]["SHOP_UPSTREAM"] == "web:8000"
     assert volumes[nginx["environment"]["SHOP_STATIC_ROOT"]] == "static-files"
@@ -94,7 +118,12 @@ def test_app_services_use_redis_index_and_postgres(compose):
         assert env["PAGINATION_INDEX_BACKEND"] == "redis" and env["CACHE_BACKEND"] == "redis"
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["DYNAMODB_ENDPOINT_URL"] == "http://dynamodb:8000"
-        assert env["DJANGO_SECRET_KEY"] and "DJANGO_DEBUG" not in env
+        assert env["DJANGO_SECRET_KEY"] == SECRETS["DJANGO_SECRET_KEY"] and "DJANGO_DEBUG" not in env
+        assert env["REDIS_URL"] == f"redis://:{SECRETS['REDIS_PASSWORD']}@redis:6379/0"
+        assert env["DATABASE_URL"] == f"postgres://shop:{SECRETS['POSTGRES_PASSWORD']}@postgres:5432/shop"
+        assert (env["COMMENTS_CLIENT_IP_HEADER"], env["COMMENTS_CLIENT_IP_PROXIES"]) == ("X-Forwarded-For", "1")
+    redis = compose["services"]["redis"]
+    assert "--requirepass" in redis["command"][-1] and redis["environment"]["REDIS_PASSWORD"] == SECRETS["REDIS_PASSWORD"]
 
 
 def test_every_manage_command_exists_with_its_options(compose):
@@ -116,7 +145,6 @@ def test_web_runs_gunicorn_with_the_projects_config(compose):
     assert (ROOT / config).is_file()
     module = words[-1]
     assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
-    assert compose["services"]["web"]["ports"][0].endswith(":8000/tcp")
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -159,6 +187,8 @@ def test_the_images_files_are_enough_to_run(tmp_path):
                 shutil.copy(ROOT / source, destination)
     env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "shop.settings",
            "DJANGO_SECRET_KEY": "image-test-only-0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f",
+           "COMMENTS_CURSOR_KEY": "image-test-only-cursor-key-1d3f5b7d9f1b3d5f7b9d1f3b5d7f9b1d",
+           "MODERATION_REPORTER_KEY": "image-test-only-reporter-key-8c6a4e2c0a8e6c4a2e0c8a6e4c2a0e8c",
            "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "DJANGO_STATIC_ROOT": str(tmp_path / "collected")}
     for command in (["manage.py", "check"], ["manage.py", "collectstatic", "--no-input", "-v", "0"],
                     ["-m", "gunicorn", "--check-config", "--config", "gunicorn.conf.py", "shop.wsgi"]):

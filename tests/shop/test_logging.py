@@ -52,23 +52,58 @@ def test_an_index_outage_logs_its_503_with_the_request_id(client, comments_table
     settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
         settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
     response = client.get(product.get_absolute_url() + "?page=12", HTTP_X_REQUEST_ID="outage-7")
-    assert response.status_code == 503 and response["X-Request-ID"] == "outage-7"
+    assert response.status_code == 503 and len(response["X-Request-ID"]) == 32
     lines = console()
     unavailable = [line for line in lines if line["logger"] == "shop.unavailable"]
     assert len(unavailable) == 1 and "the comment index unavailable" in unavailable[0]["message"]
     assert "exc" in unavailable[0]  # the traceback goes to the log, never to the page
-    assert {line.get("request_id") for line in lines} == {"outage-7"}
+    assert {line.get("request_id") for line in lines} == {response["X-Request-ID"]}
 
 
 def test_a_line_outside_a_request_carries_no_request_id(client, console):
-    client.get("/healthz", HTTP_X_REQUEST_ID="before-1")
+    before = client.get("/healthz")["X-Request-ID"]
     logging.getLogger("shop.test").warning("between requests")
-    client.get("/healthz", HTTP_X_REQUEST_ID="after-1")
+    after = client.get("/healthz")["X-Request-ID"]
     lines = console()
     between = [line for line in lines if line["message"] == "between requests"]
     assert len(between) == 1 and "request_id" not in between[0]
-    assert [line["request_id"] for line in lines if line["logger"] == "shop.request"] == ["before-1", "after-1"]
+    assert [line["request_id"] for line in lines if line["logger"] == "shop.request"] == [before, after]
 
+
+def test_the_request_id_is_always_the_sites_and_the_clients_is_logged_apart(client, console):
+    """A client choosing the id could reuse another visitor's and muddle their lines together."""
+    victim = client.get("/healthz")["X-Request-ID"]
+    response = client.get("/healthz", HTTP_X_REQUEST_ID=victim)
+    assert len(response["X-Request-ID"]) == 32 and response["X-Request-ID"] != victim
+    odd = client.get("/healthz", HTTP_X_REQUEST_ID="bad id\nforged")
+    requests = [line for line in console() if line["logger"] == "shop.request"]
+    assert [line["request_id"] for line in requests] == [victim, response["X-Request-ID"], odd["X-Request-ID"]]
+    assert [line.get("client_request_id") for line in requests] == [None, victim, None]
+
+
+FORGED = "2026-11-28 00:00:00,000 WARNING django.security forged"
+
+
+def test_no_url_can_forge_a_line_of_the_text_log(client, settings, monkeypatch):
+    """A %0A (or %0D, %E2%80%A8) in a path parameter reaches the view, which logs it: in the text
+    format every record stays on its own line, and every line of a traceback is indented."""
+    handlers = [h for h in logging.getLogger().handlers if any(isinstance(f, RequestIdFilter) for f in h.filters)]
+    buffer = io.StringIO()
+    monkeypatch.setattr(handlers[0], "formatter", KeyValueFormatter())
+    monkeypatch.setattr(handlers[0], "stream", buffer)
+    factories.product("LOGS-3")
+    for breaker in ("%0A", "%0D", "%E2%80%A8", "%0B%0C%1C%1D%1E%C2%85"):
+        response = client.post(f"/products/LOGS-3{breaker}{FORGED.replace(' ', '%20')}/comments/",
+                               {"body": "x"}, HTTP_ORIGIN="https://elsewhere.example")
+        assert response.status_code in {403, 404}
+    try:
+        raise ValueError(f"a message with a line\n{FORGED}")
+    except ValueError:
+        logging.getLogger("shop.test").exception("failed on %s", f"x\r\n{FORGED}")
+    lines = buffer.getvalue().splitlines()
+    assert lines and not [line for line in lines if line.startswith(FORGED)]
+    assert all(line.startswith(("20", " ")) for line in lines), lines  # a record, or an indented continuation
+    assert any("\\n" + FORGED in line for line in lines)  # still readable, escaped
 
 def test_key_value_lines_carry_the_request_id_too():
     record = logging.LogRecord("comments.views", logging.INFO, __file__, 1, "comment post refused", None, None)

@@ -54,6 +54,33 @@ def test_a_post_empties_it_and_the_poster_sees_their_page(product):
     assert "Posted through the form" in browser.get(URL).content.decode()  # the post emptied the cache
 
 
+@pytest.mark.parametrize("method,path", [("OPTIONS", "/admin/"), ("OPTIONS", "/admin/login/"), ("POST", "/metrics"),
+                                         ("DELETE", URL), ("PUT", "/healthz")])
+def test_requests_that_change_nothing_leave_it_alone(product, method, path):
+    """Anyone may send these (`OPTIONS /admin/login/` is a 200): emptying the cache on them would let
+    one client make every worker build every page again."""
+    anonymous = Client()
+    first = anonymous.get(URL)
+    add_comment_behind_the_sites_back("Written straight into the table")
+    assert anonymous.generic(method, path).status_code < 500
+    assert anonymous.get(URL).content == first.content  # still the stored copy
+
+
+def test_a_moderation_change_and_an_admin_edit_empty_it(product, admin_user):
+    from moderation import services
+
+    anonymous, staff = Client(), Client()
+    staff.force_login(admin_user)
+    first = anonymous.get(URL).content.decode()
+    [comment_id, *_] = [c.pk for c in factories.make_comments(SKU, 3, seed=7)]
+    assert comment_id in first
+    services.comment_hide(comment_id=comment_id, actor=admin_user, reason="spam")
+    assert comment_id not in anonymous.get(URL).content.decode()
+    assert staff.post(f"/admin/shop/product/{product.pk}/change/", {
+        "sku": SKU, "name": "Renamed kettle", "description": "", "price": "9.99"}).status_code == 302
+    assert "Renamed kettle" in anonymous.get(URL).content.decode()
+
+
 def test_entries_expire(product, settings):
     settings.RESPONSE_MICRO_CACHE_SECONDS = 0.2
     anonymous = Client()

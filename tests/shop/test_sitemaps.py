@@ -82,3 +82,23 @@ def test_sitemap_without_the_index_is_503(client, db, settings):
         response = client.get(url)
         assert response.status_code == 503 and response["Retry-After"], url
     assert client.get("/robots.txt").status_code == 200
+
+
+def test_sitemaps_are_built_once_a_while_whatever_is_asked(client, map_products, settings, django_assert_max_num_queries):
+    """Each file reads the whole catalogue and an index entry per product: built once, it is served
+    from Django's cache for SITEMAP_CACHE_SECONDS, and no page number or junk makes it build again."""
+    settings.SITEMAP_CACHE_SECONDS = 60
+    settings.SITEMAP_URLS_PER_FILE = 4
+    built = {path: client.get(path).content for path in
+             ("/sitemap.xml", "/sitemap-products.xml", "/sitemap-comment-pages.xml?p=2")}
+    assert client.get("/sitemap-comment-pages.xml?p=3").status_code == 404  # past the last file
+    Product.objects.filter(sku="MAP-C").delete()  # a change a fresh build would show
+    with django_assert_max_num_queries(0):
+        for path, content in built.items():
+            assert client.get(path).content == content
+        for junk in ("?p=3", "?p=99999", "?p=0", "?p=x"):
+            assert client.get("/sitemap-comment-pages.xml" + junk).status_code == 404
+        # An unknown parameter is a 301 to the file it decorates, not a new build.
+        moved = client.get("/sitemap-comment-pages.xml?p=2&utm_source=x")
+        assert (moved.status_code, moved["Location"]) == (301, "/sitemap-comment-pages.xml?p=2")
+        assert client.get("/sitemap.xml?nocache=1").status_code == 301
