@@ -265,6 +265,8 @@ PAGINATION_INDEX_RESP = {  # RespIndex OPTIONS
     "SOCKET_CONNECT_TIMEOUT": PAGINATION_INDEX_REDIS["SOCKET_CONNECT_TIMEOUT"],
     "SOCKET_TIMEOUT": PAGINATION_INDEX_REDIS["SOCKET_TIMEOUT"],
     "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+    # Writes, commits and listings wait on the server's disk: their own, longer socket timeout.
+    "WRITE_TIMEOUT": float(os.environ.get("PAGINATION_INDEX_RESP_WRITE_TIMEOUT", "60")),
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["resp"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_RESP)

@@ -248,8 +248,9 @@ class ServeIndex:
     test may kill (-9), stop (SIGTERM) and start again on the same port. `env`: settings for it, as
     environment variables (PAGINATION_INDEX_RESP_PASSWORD, ..._APPENDFSYNC, ...)."""
 
-    def __init__(self, folder, *, env: dict | None = None, args: tuple = ()):
+    def __init__(self, folder, *, env: dict | None = None, args: tuple = (), tls_ca: str | None = None):
         self.folder = folder
+        self.tls_ca = tls_ca  # the CA of its TLS certificate (PAGINATION_INDEX_RESP_TLS_*_FILE in `env`)
         self.path = folder / "files-index"
         self.port = free_port()
         self.env = env or {}
@@ -282,7 +283,8 @@ class ServeIndex:
                  "--port", str(self.port), "--path", str(self.path), *self.args],
                 cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT,
             )
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=2,
+        tls = {"ssl": True, "ssl_ca_certs": self.tls_ca} if self.tls_ca else {}
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, socket_timeout=2, **tls,
                              retry=Retry(NoBackoff(), 0), password=self.env.get("PAGINATION_INDEX_RESP_PASSWORD"))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import redis
+
 from django.core.exceptions import ImproperlyConfigured
 
 from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
-from pagination_index.backends.redis import CHUNK, COMMANDS_PER_ROUND_TRIP, RedisIndex, sort_key_score
+from pagination_index.backends.redis import CHUNK, RedisIndex, sort_key_score
 
 
 class RespIndex(RedisIndex):
-    """OPTIONS: LOCATION (redis:// or rediss:// URL of serve_index), PASSWORD (its requirepass), and
-    django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS)."""
+    """OPTIONS: LOCATION (redis:// or rediss:// URL of serve_index), PASSWORD (its requirepass),
+    django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS),
+    and WRITE_TIMEOUT: the socket timeout of writes, commits and listings of every group, which wait
+    on the server's disk (a batch over thousands of groups, a commit of millions of entries), where a
+    read must fail fast."""
 
     error_label = "resp index"
     write_ahead_log = True
@@ -37,6 +42,19 @@ class RespIndex(RedisIndex):
         self.prefix = ""
         self.cluster = False
         self._client = None
+        self._writer = None
+
+    @property
+    def writer(self):
+        """A client whose socket timeout is WRITE_TIMEOUT, with a pool of its own (django-redis keeps one
+        pool per URL, whatever the timeout)."""
+        if self._writer is None:
+            options = self.options
+            self._writer = redis.Redis.from_url(
+                options["LOCATION"], password=options.get("PASSWORD") or None,
+                socket_connect_timeout=options.get("SOCKET_CONNECT_TIMEOUT"),
+                socket_timeout=float(options.get("WRITE_TIMEOUT", 60)), **options.get("CONNECTION_POOL_KWARGS", {}))
+        return self._writer
 
     def key(self, group: str) -> str:
         return group
@@ -49,7 +67,7 @@ class RespIndex(RedisIndex):
         removes = {group: removals for group, removals in removes.items() if removals}
         if not scored and not removes:
             return
-        with self.client.pipeline(transaction=True) as pipe:
+        with self.writer.pipeline(transaction=True) as pipe:
             for group in sorted(set(scored) | set(removes)):
                 removals = removes.get(group, [])
                 always = [member for member, sort_key in removals if sort_key is None]
@@ -64,44 +82,48 @@ class RespIndex(RedisIndex):
             pipe.execute()
 
     def replace(self, group: str, entries: Iterable[Entry]) -> None:
-        """ZLOAD the entries a chunk at a time on one connection, then ZREPLACE with the number of pairs
-        sent: the server writes them to the group's next file as they come and publishes it whole (a
-        connection lost midway loses its load, and the count refuses a reconnected one's)."""
+        """ZLOAD the entries CHUNK at a time on one connection (a pipeline would take any of the pool's),
+        then ZREPLACE with the number of pairs sent: the server writes them to the group's next file as
+        they come and publishes it whole; a load cut short by a lost connection is refused, not
+        published."""
         sent = 0
-        single = self.client.client()
+        single = self.writer.client()
         try:
-            with single.pipeline(transaction=False) as pipe:
-                for number, chunk in enumerate(batched(entries, CHUNK), start=1):
-                    pipe.execute_command("ZLOAD", group, *(arg for member, sort_key in chunk
-                                                           for arg in (sort_key_score(sort_key), member)))
-                    sent += len(chunk)
-                    if number % COMMANDS_PER_ROUND_TRIP == 0:
-                        pipe.execute()
-                pipe.execute()
+            for chunk in batched(entries, CHUNK):
+                single.execute_command("ZLOAD", group, *(arg for member, sort_key in chunk
+                                                         for arg in (sort_key_score(sort_key), member)))
+                sent += len(chunk)
             single.execute_command("ZREPLACE", group, sent)
         finally:
             single.close()
 
     def clear(self) -> None:
         """FLUSHDB: the server holds the index and nothing else."""
-        self.client.flushdb()
+        self.writer.flushdb()
 
     def commit(self, group: str) -> bool:
-        return bool(self.client.execute_command("ZCOMMIT", group))
+        return bool(self.writer.execute_command("ZCOMMIT", group))
 
     def pending_changes(self, group: str) -> int:
         return self.client.execute_command("ZPENDING", group)
 
     def pending_groups(self) -> list[str]:
-        return [group.decode() for group in self.client.execute_command("ZPENDING")]
+        return [group.decode() for group in self.writer.execute_command("ZPENDING")]
 
     # --- reads --------------------------------------------------------------------------------
     def groups(self) -> list[str]:
-        return sorted(key.decode() for key in self.client.scan_iter(count=1000))
+        return sorted(key.decode() for key in self.writer.scan_iter(count=1000))
 
     def is_empty(self) -> bool:
-        return next(iter(self.client.scan_iter(count=1000)), None) is None
+        return next(iter(self.writer.scan_iter(count=1000)), None) is None
 
     def check_format(self) -> list[str]:
         """Members are the server's text: no older form to find."""
         return []
+
+    def close(self) -> None:
+        super().close()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer.connection_pool.disconnect()
+        self._writer = None
