@@ -311,7 +311,7 @@ def zcard(session, args):
 
 def _entries(index, group: str, first: int, last: int) -> list[tuple[bytes, float]]:
     """Index ranks first..last (newest first) as (member, score) pairs."""
-    return [(member.encode(), float(micros(sort_key))) for member, sort_key in index.range(group, first, last + 1)]
+    return index.scored_range(group, first, last + 1)
 
 
 def _reply_entries(reply, pairs, withscores: bool) -> bytes:

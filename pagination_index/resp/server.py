@@ -23,6 +23,7 @@ import os
 import queue
 import signal
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -32,7 +33,9 @@ from pathlib import Path
 import hiredis
 
 from pagination_index.backends.files import FileIndex
+from pagination_index.backends.files import format as fmt
 from pagination_index.backends.files.storage import sync_batch
+from pagination_index.sortkeys import sort_key_micros
 
 from . import commands as cmd
 from .commands import COMMANDS, CommandError, Deferred, Write, WriteState
@@ -66,12 +69,88 @@ class Settings:
 
 
 class ServedIndex(FileIndex):
-    """The files index as the server drives it: commits a write makes due go to the committer thread
-    (after the reply); with appendfsync everysec, a write's sync is left to the once-a-second sync."""
+    """The files index as the server drives it.
+
+    - Reads on the event loop take a group's view from a cache of this process's own, without the
+      files backend's look at the pack and the log (two or three stat(2) calls a read): this process
+      owns the files, and every change goes through a method below that counts a new version of the
+      group once the change is on disk. A read keeps the view it made under the version it saw before
+      reading, so a view read while a change was landing is taken again next time. Writers, the
+      committer and every other thread always look at the files.
+    - Commits a write makes due go to the committer thread (after the reply); with appendfsync
+      everysec, a write's sync is left to the once-a-second sync.
+    """
+
+    CACHED_VIEWS = 4096
 
     def __init__(self, options, server: "Server"):
         super().__init__(options)
         self.server = server
+        self.loop_thread: int | None = None
+        self._served: dict[str, tuple[int, object]] = {}
+        self._versions: dict[str, int] = {}
+        self._epoch = 0
+
+    def _view(self, group):
+        if threading.get_ident() != self.loop_thread:
+            return super()._view(group)
+        version = (self._epoch, self._versions.get(group, 0))
+        cached = self._served.get(group)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        view = super()._view(group)
+        self._served.pop(group, None)
+        self._served[group] = (version, view)
+        if len(self._served) > self.CACHED_VIEWS:
+            self._served.pop(next(iter(self._served)))
+        return view
+
+    def _changed(self, groups) -> None:
+        for group in groups:
+            self._versions[group] = self._versions.get(group, 0) + 1
+
+    def apply_net(self, adds, removes):
+        try:
+            super().apply_net(adds, removes)
+        finally:
+            self._changed(set(adds) | set(removes))
+
+    def commit(self, group):
+        try:
+            return super().commit(group)
+        finally:
+            self._changed([group])
+
+    def replace(self, group, entries):
+        try:
+            super().replace(group, entries)
+        finally:
+            self._changed([group])
+
+    def replace_records(self, group, *parts):
+        try:
+            super().replace_records(group, *parts)
+        finally:
+            self._changed([group])
+
+    def clear(self):
+        try:
+            super().clear()
+        finally:
+            self._epoch += 1
+
+    def scored_range(self, group: str, start: int, stop: int) -> list[tuple[bytes, float]]:
+        """range() as (member, score) pairs; a generation without pending changes is decoded here
+        straight to scores (the hot path: ZREVRANGE g r r WITHSCORES)."""
+        view = self._view(group)
+        if not view.overlay and view.base is not None and view.base.header.layout == fmt.UUID24:
+            stop = min(stop, view.base_count)
+            if start >= stop:
+                return []
+            data = view.base.read_records(start, stop - start)
+            return [(data[offset + 8:offset + 24].hex().encode(), float(_MICROS.unpack_from(data, offset)[0]))
+                    for offset in range(0, len(data), 24)]
+        return [(member.encode(), float(sort_key_micros(sort_key))) for member, sort_key in self.range(group, start, stop)]
 
     def _sync(self, written):
         if self.server.settings.appendfsync == "always":
@@ -82,6 +161,9 @@ class ServedIndex(FileIndex):
     def _commit_due(self, groups):
         for group in groups:
             self.server.commit_later(group)
+
+
+_MICROS = struct.Struct(">q")
 
 
 class Stats:
@@ -194,7 +276,7 @@ class Connection(asyncio.Protocol):
                     self.closing = True
                 break
             self.unparsed = 0
-            if not isinstance(request, list) or not all(isinstance(part, bytes) for part in request):
+            if type(request) is not list or {*map(type, request)} - {bytes}:
                 out.append(Resp2.error("ERR Protocol error: expected an array of bulk strings"))
                 self.closing = True
                 break
@@ -208,7 +290,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
                 result.add_done_callback(self.resume)
         if out:
-            self.transport.write(b"".join(out))
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
         if self.closing:
             self.transport.close()
 
@@ -704,6 +786,7 @@ class Server:
         """Serve until SIGTERM or SIGINT; then stop taking connections, finish the writes under way,
         sync, and close."""
         self.loop = asyncio.get_running_loop()
+        self.index.loop_thread = threading.get_ident()
         Path(self.settings.path).mkdir(parents=True, exist_ok=True)
         for target, name in ((self._writer, "writer"), (self._committer, "committer")):
             thread = threading.Thread(target=target, name=name, daemon=True)
