@@ -44,6 +44,9 @@ from .replies import Resp2, Resp3
 logger = logging.getLogger("pagination_index.resp")
 
 APPENDFSYNC = ("always", "everysec")
+# Writes of one pipeline gathered into one job of the writer, at most.
+PIPELINED_WRITES = 1000
+PLAIN_WRITES = frozenset({b"zadd", b"zrem", b"zremifscore"})
 
 
 @dataclass
@@ -231,6 +234,7 @@ class Connection(asyncio.Protocol):
         self.unparsed = 0  # bytes fed since the last whole request
         self.waiting = False
         self.closing = False
+        self.held = None  # a request read ahead while gathering a pipeline's writes
 
     # --- asyncio.Protocol ------------------------------------------------------------------------
     def connection_made(self, transport):
@@ -260,29 +264,41 @@ class Connection(asyncio.Protocol):
         self.process()
 
     # --- running requests -----------------------------------------------------------------------
+    def next_request(self):
+        """The next whole request (a list), False when none is whole yet, or bytes: a protocol error's
+        reply, after which the connection closes."""
+        if self.held is not None:
+            request, self.held = self.held, None
+            return request
+        try:
+            request = self.reader.gets()
+        except hiredis.ProtocolError as exc:
+            return Resp2.error(f"ERR Protocol error: {exc}")
+        if request is False:
+            if self.unparsed > self.server.settings.max_request_bytes:
+                return Resp2.error("ERR Protocol error: invalid bulk length (a request larger than "
+                                   f"{self.server.settings.max_request_bytes} bytes)")
+            return False
+        self.unparsed = 0
+        if type(request) is not list or {*map(type, request)} - {bytes}:
+            return Resp2.error("ERR Protocol error: expected an array of bulk strings")
+        return request
+
     def process(self):
         out = []
         while not self.waiting and not self.closing:
-            try:
-                request = self.reader.gets()
-            except hiredis.ProtocolError as exc:
-                out.append(Resp2.error(f"ERR Protocol error: {exc}"))
-                self.closing = True
-                break
+            request = self.next_request()
             if request is False:
-                if self.unparsed > self.server.settings.max_request_bytes:
-                    out.append(Resp2.error("ERR Protocol error: invalid bulk length (a request larger than "
-                                           f"{self.server.settings.max_request_bytes} bytes)"))
-                    self.closing = True
                 break
-            self.unparsed = 0
-            if type(request) is not list or {*map(type, request)} - {bytes}:
-                out.append(Resp2.error("ERR Protocol error: expected an array of bulk strings"))
+            if isinstance(request, bytes):
+                out.append(request)
                 self.closing = True
                 break
             if not request:
                 continue
             result = self.execute(request)
+            if isinstance(result, Write):
+                result = self.write_pipeline(result)
             if isinstance(result, bytes):
                 out.append(result)
             else:
@@ -294,6 +310,21 @@ class Connection(asyncio.Protocol):
         if self.closing:
             self.transport.close()
 
+    def write_pipeline(self, first: Write):
+        """`first` and the plain writes (ZADD, ZREM, ZREMIFSCORE) right behind it in the pipeline, as one
+        job of the writer: one pass over each group's file and one sync for them all, their replies
+        in order. Anything else waits for their replies (`held`)."""
+        items = [first]
+        while len(items) < PIPELINED_WRITES:
+            request = self.next_request()
+            if request is False:
+                break
+            if (isinstance(request, bytes) or not request or request[0].lower() not in PLAIN_WRITES
+                    or self.session.multi is not None or not self.session.authenticated):
+                self.held = request
+                break
+            items.append(self.execute(request))  # a Write, or its error reply
+        return self.server.write(items, self.session.reply, joined=True)
     def resume(self, future):
         self.waiting = False
         if self.transport.is_closing():
@@ -346,9 +377,7 @@ class Connection(asyncio.Protocol):
         except CommandError as exc:
             server.count_call(name, started, failed=True)
             return session.reply.error(str(exc))
-        if isinstance(result, Write):
-            result = server.write([result], session.reply, single=True)
-        elif isinstance(result, Deferred):
+        if isinstance(result, Deferred):
             result = server.defer(result)
         server.count_call(name, started)
         return result
@@ -399,9 +428,15 @@ class WriteJob:
     items: list  # Write, a reply already made (bytes), or a request to run in order (list)
     reply: type
     future: asyncio.Future
-    single: bool
+    single: bool  # the reply is the one item's (else an array of them: EXEC)
     session: Session | None = None
+    joined: bool = False  # the replies one after another (a pipeline's)
     replies: list = field(default_factory=list)
+
+    def reply_bytes(self) -> bytes:
+        if self.single:
+            return self.replies[0]
+        return b"".join(self.replies) if self.joined else self.reply.array(self.replies)
 
 
 class Loader:
@@ -472,9 +507,10 @@ class Server:
         self.threads: list[threading.Thread] = []
 
     # --- the threads' work, handed over from the loop ----------------------------------------------
-    def write(self, items: list, reply, *, single: bool = False, session: Session | None = None) -> asyncio.Future:
+    def write(self, items: list, reply, *, single: bool = False, session: Session | None = None,
+              joined: bool = False) -> asyncio.Future:
         future = self.loop.create_future()
-        self.writes.put(WriteJob(items, reply, future, single, session))
+        self.writes.put(WriteJob(items, reply, future, single, session, joined))
         return future
 
     def defer(self, deferred: Deferred) -> asyncio.Future:
@@ -549,7 +585,7 @@ class Server:
             for group in written:
                 self.pending[group] = self.index.pending_changes(group)
             for job in waiting:
-                self._resolve(job.future, job.replies[0] if job.single else job.reply.array(job.replies))
+                self._resolve(job.future, job.reply_bytes())
             waiting.clear()
             return True
 
