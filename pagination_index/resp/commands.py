@@ -321,23 +321,19 @@ def _reply_entries(reply, pairs, withscores: bool) -> bytes:
 
 
 def _rank_range(session, group: str, start: int, stop: int, reverse: bool, withscores: bool) -> bytes:
-    """ZRANGE by rank (zrangeGenericCommand): negative ranks count from the end; the index's rank 0
-    is the highest score, ZREVRANGE's rank 0."""
-    reply, index = session.reply, session.index
-    length = index.count(group)
-    if start < 0:
-        start += length
-    if stop < 0:
-        stop += length
-    start = max(start, 0)
-    if start > stop or start >= length:
-        return reply.EMPTY_ARRAY
-    stop = min(stop, length - 1)
-    if reverse:
-        pairs = _entries(index, group, start, stop)
-    else:
-        pairs = _entries(index, group, length - 1 - stop, length - 1 - start)[::-1]
-    return _reply_entries(reply, pairs, withscores)
+    """ZRANGE by rank (zrangeGenericCommand); the index's rank 0 is the highest score, ZREVRANGE's 0."""
+    pairs = session.index.rank_range(group, start, stop, reverse)
+    if not pairs:
+        return session.reply.EMPTY_ARRAY
+    return _reply_entries(session.reply, pairs, withscores)
+
+
+def zrevrange(session, args):
+    """ZREVRANGE key start stop [WITHSCORES] (the hot path: a deep page's boundary) without the general
+    option loop; anything else through it, for its errors."""
+    if len(args) == 4 or (len(args) == 5 and args[4].lower() == b"withscores"):
+        return _rank_range(session, text(args[1]), parse_integer(args[2]), parse_integer(args[3]), True, len(args) == 5)
+    return zrange_generic(session, args, "rank", True)
 
 
 def _newer(index, group: str, value: float, inclusive: bool) -> int:
@@ -743,7 +739,7 @@ COMMANDS: dict[bytes, Spec] = {
     b"zcard": Spec(zcard, 2, summary="The number of members"),
     b"zrange": Spec(lambda s, a: zrange_generic(s, a, None, None), -4,
                     summary="Members in a range of ranks or scores"),
-    b"zrevrange": Spec(lambda s, a: zrange_generic(s, a, "rank", True), -4,
+    b"zrevrange": Spec(zrevrange, -4,
                        summary="Members in a range of ranks, highest score first"),
     b"zrangebyscore": Spec(lambda s, a: zrange_generic(s, a, "score", False), -4,
                            summary="Members in a range of scores"),

@@ -142,10 +142,30 @@ class ServedIndex(FileIndex):
         finally:
             self._epoch += 1
 
-    def scored_range(self, group: str, start: int, stop: int) -> list[tuple[bytes, float]]:
-        """range() as (member, score) pairs; a generation without pending changes is decoded here
-        straight to scores (the hot path: ZREVRANGE g r r WITHSCORES)."""
+    def rank_range(self, group: str, start: int, stop: int, reverse: bool) -> list[tuple[bytes, float]]:
+        """ZRANGE's ranks start..stop (Redis's rules: negative from the end, clamped; ZREVRANGE's
+        order with `reverse`) as (member, score) pairs, from one view of the group."""
         view = self._view(group)
+        length = view.count()
+        if start < 0:
+            start += length
+        if stop < 0:
+            stop += length
+        start = max(start, 0)
+        if start > stop or start >= length:
+            return []
+        stop = min(stop, length - 1)
+        if reverse:
+            return self._scored(view, group, start, stop + 1)
+        return self._scored(view, group, length - 1 - stop, length - start)[::-1]
+
+    def scored_range(self, group: str, start: int, stop: int) -> list[tuple[bytes, float]]:
+        """range() as (member, score) pairs."""
+        return self._scored(self._view(group), group, start, stop)
+
+    def _scored(self, view, group: str, start: int, stop: int) -> list[tuple[bytes, float]]:
+        """A generation without pending changes is decoded here straight to scores (the hot path:
+        ZREVRANGE g r r WITHSCORES); otherwise range() merges the log in."""
         if not view.overlay and view.base is not None and view.base.header.layout == fmt.UUID24:
             stop = min(stop, view.base_count)
             if start >= stop:
@@ -346,7 +366,7 @@ class Connection(asyncio.Protocol):
             self.closing = True
             return session.reply.OK
         spec = COMMANDS.get(name)
-        transaction = name in (b"multi", b"exec", b"discard")
+        transaction = spec is None and name in (b"multi", b"exec", b"discard")
         if spec is None and not transaction:
             return self.refuse(cmd_unknown(request))
         arity = 1 if transaction else spec.arity
