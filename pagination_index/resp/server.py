@@ -491,12 +491,25 @@ class Loader:
             self.result.set_exception(exc)
 
     def feed(self, entries: list) -> None:
+        """Hand a chunk over; waits while two wait (the connection waits with it), and raises the
+        loader's error if it stopped (a bad entry, a full disk)."""
+        self._put(entries)
         self.pairs += len(entries)
-        self.chunks.put(entries)  # blocks while two chunks wait: the connection waits with it
 
     def finish(self) -> None:
-        self.chunks.put(self.DONE)
+        self._put(self.DONE)
         self.result.result()
+
+    def _put(self, item) -> None:
+        while True:
+            if self.result.done():
+                self.result.result()
+                raise RuntimeError("the load has ended")
+            try:
+                self.chunks.put(item, timeout=0.5)
+                return
+            except queue.Full:
+                continue
 
     def abort(self) -> None:
         self.aborted = True
