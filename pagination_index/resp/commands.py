@@ -166,7 +166,7 @@ class WriteState:
             known = self.known.setdefault(group, {})
             missing = members - known.keys()
             if missing:
-                found = self.index.sort_keys(group, missing)
+                found = self.index.member_sort_keys(group, missing)
                 for member in missing:
                     known[member] = micros(found[member]) if member in found else None
 
@@ -432,7 +432,7 @@ def zscore(session, args):
     group, member = text(args[1]), member_text(args[2])
 
     def look():
-        found = session.index.sort_keys(group, [member])
+        found = session.index.member_sort_keys(group, [member])
         return session.reply.double(float(micros(found[member]))) if member in found else session.reply.NULL
 
     return Deferred(look)  # one pass over the group's file
@@ -442,7 +442,7 @@ def zmscore(session, args):
     group, members = text(args[1]), [member_text(member) for member in args[2:]]
 
     def look():
-        found = session.index.sort_keys(group, members)
+        found = session.index.member_sort_keys(group, members)
         return session.reply.array([session.reply.double(float(micros(found[member]))) if member in found
                                     else session.reply.NULL for member in members])
 

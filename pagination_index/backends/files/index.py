@@ -246,7 +246,7 @@ class FileIndex(NetWriteIndex):
         names = set(self.storage.names()) | set(self.journal.logged_names())
         return sorted(group for group in names if self.count(group) > 0)
 
-    def sort_keys(self, group: str, members: Iterable[str]) -> dict[str, str]:
+    def member_sort_keys(self, group: str, members: Iterable[str]) -> dict[str, str]:
         """The sort key of each of `members` in the group (its log included), for those present: one
         pass over the group's generation (serve_index's ZSCORE, and its ZADD and ZREM replies)."""
         view = self._view(group)
