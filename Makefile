@@ -75,9 +75,12 @@ check-tools:
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Installs come from the hash-locked files only; requirements*.txt are their inputs (`make lock`).
-$(VENV)/.runtime: requirements.lock | $(VENV)/bin/python
+# Installs come from the hash-locked files only; requirements*.txt are their inputs (`make lock`). The
+# pagination index is the repository's own distribution (pyproject.toml): the shop installs it from the
+# working tree, editable, with no dependency of its own (the lock holds them).
+$(VENV)/.runtime: requirements.lock pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
 $(VENV)/.dev: requirements-dev.lock $(VENV)/.runtime

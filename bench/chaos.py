@@ -20,7 +20,7 @@ every signature checked against the one pair of credentials the processes are gi
 table's reads and writes throttled (--throttle-rate) and 3-8 ms of latency on every request, from
 the first shopper to the last fault (the closing checks run without faults). Printed beside the
 faults: the share of 503s with no fault but the throttles, the most attempts one page request made
-(counted at the endpoint by X-Shop-Request-Id), and the keys requests were signed with.
+(counted at the endpoint by X-Request-Tag), and the keys requests were signed with.
 
 Faults, one at a time, each followed by a recovery window: kill -9 and restart of the index store,
 of DynamoDB Local, of sync_index (twice) and of one gunicorn worker; a 10 s SIGSTOP of Redis.

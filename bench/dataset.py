@@ -101,7 +101,7 @@ class Dataset:
             from shop.models import Product
 
             call_command("rebuild_index", *[arg for sku in Product.objects.values_list("sku", flat=True)
-                                            for arg in ("--product", sku)], verbosity=0)
+                                            for arg in ("--group", sku)], verbosity=0)
         self.database.stop()  # flushes its file
         shutil.rmtree(self.saved, ignore_errors=True)
         shutil.copytree(self.work, self.saved)

@@ -8,7 +8,7 @@ eventually consistent reads at half, transactions at double, GSI writes), for ea
 The shop runs in this process (Django's WSGI handler, nothing else running) against the strict
 endpoint in front of the dataset's DynamoDB Local; the endpoint's meter before and after a page view
 is its cost: the comments table, its GSIs and (with PAGINATION_INDEX_BACKEND=dynamodb) the index
-table, all together. (Not the meter per X-Shop-Request-Id: a filtered page reads its groups on a
+table, all together. (Not the meter per X-Request-Tag: a filtered page reads its groups on a
 thread pool, whose calls do not carry the request's id.) Page views are uncached: Django's
 cache is cleared before each, so the figures are what a view costs when nothing is cached (with the
 production caches most views cost nothing). Measured per backend: the flagship product's pages 1, 5,
@@ -44,7 +44,8 @@ def dynamodb_index():
     from django.core.management import call_command
     from django.test import override_settings
 
-    from pagination_index import get_index, reset_index
+    from pagination_index import get_index
+    from pagination_index import reset as reset_index
 
     options = dict(settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=settings.DYNAMODB["ENDPOINT_URL"],
                    TABLE=f"bench-pidx-{uuid.uuid4().hex[:8]}")
@@ -63,7 +64,7 @@ def dynamodb_index():
 
 @contextmanager
 def backend(name: str):
-    from pagination_index import reset_index
+    from pagination_index import reset as reset_index
 
     with ExitStack() as stack:
         if name == "redis":
@@ -134,7 +135,7 @@ def measure(shop: Shop, name: str) -> list[dict]:
     for group in product_groups(FLAGSHIP):  # emptied first, so the rebuild writes every entry
         get_index().replace(group, [])
     before = shop.endpoint.meter()["total"]
-    call_command("rebuild_index", product=[FLAGSHIP], verbosity=0)
+    call_command("rebuild_index", group=[FLAGSHIP], verbosity=0)
     comments = get_index().count(FLAGSHIP)  # the table's, now: earlier backends' posts included
     row(f"rebuild of the flagship ({comments:,} comments, its rating groups with it)",
         difference(shop.endpoint.meter()["total"], before))

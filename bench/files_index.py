@@ -59,7 +59,7 @@ print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(
 
 REPLACER = """
 import json, random, sys, time, uuid
-from pagination_index import micros_sort_key
+from pagination_index.sortkeys import micros_sort_key
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.files import format as fmt
 def peak_mib():
@@ -102,7 +102,7 @@ print(json.dumps({"seconds": wall, "cpu_seconds": cpu, "peak_rss_mib": peak_mib(
 
 
 def entries(count: int, seed: int) -> list[tuple[str, str]]:
-    from pagination_index import micros_sort_key
+    from pagination_index.sortkeys import micros_sort_key
 
     rng = random.Random(seed)
     return [(uuid.UUID(int=rng.getrandbits(128)).hex, micros_sort_key(BASE_MICROS + rng.randrange(10**13)))
@@ -111,7 +111,8 @@ def entries(count: int, seed: int) -> list[tuple[str, str]]:
 
 def changes(existing: list[tuple[str, str]], count: int, seed: int) -> list:
     """Half new comments, a quarter removed, a quarter moved to a new sort key."""
-    from pagination_index import Add, Remove, micros_sort_key
+    from pagination_index import Add, Remove
+    from pagination_index.sortkeys import micros_sort_key
 
     rng = random.Random(seed)
     new = [Add(GROUP, member, sort_key) for member, sort_key in entries(count // 2, seed + 1)]

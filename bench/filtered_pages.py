@@ -44,7 +44,7 @@ from comments.store import put_comments
 from comments.table.client import reset_clients
 from comments.table.schema import create_tables, delete_tables
 from comments.union import groups_for
-from pagination_index import reset_index
+from pagination_index import reset as reset_index
 from pagination_index.backends.redis import RedisIndex
 from stack.dynamodb_local import DynamoDBLocal
 from tests.factories import make_comments
@@ -88,7 +88,7 @@ def use_backend(name: str) -> None:
         settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
                                      "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=REDIS_PREFIX)}
     reset_index()
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
 
 
 def bench_pages(backend: str, expected_counts: dict, repeats: int) -> list[dict]:

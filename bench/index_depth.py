@@ -50,7 +50,7 @@ from django.db import connections  # noqa: E402
 from redis.utils import HIREDIS_AVAILABLE  # noqa: E402
 
 from bench.common import add_database_alias, machine_info, pyplot  # noqa: E402
-from pagination_index import micros_sort_key  # noqa: E402
+from pagination_index.sortkeys import micros_sort_key  # noqa: E402
 from pagination_index.backends.redis import RedisIndex, decode_member, encode_member, sort_key_score  # noqa: E402
 from pagination_index.backends.relational import RelationalIndex  # noqa: E402
 

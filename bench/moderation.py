@@ -162,7 +162,7 @@ def main(argv=None) -> None:
             gone = wait_until(lambda snap: not set(targets) & shown(snap), "hidden comments still shown")
             total_gone = time.monotonic() - started
             phase["name"] = "after"
-            call_command("verify_index", product=[FLAGSHIP], verbosity=0)
+            call_command("verify_index", group=[FLAGSHIP], verbosity=0)
             for pk in targets:
                 services.comment_unhide(comment_id=pk, actor=None, reason="bench")
             back = wait_until(lambda snap: snap == before, "pages not yet as before")
@@ -172,7 +172,7 @@ def main(argv=None) -> None:
             for thread in crawlers:
                 thread.join()
             follower.join()
-        call_command("verify_index", product=[FLAGSHIP], verbosity=0)
+        call_command("verify_index", group=[FLAGSHIP], verbosity=0)
 
     report = {
         "flagship_comments": count, "pages": len(pages), "pages_checked": len(checked), "hidden": hides, "crawler_threads": crawler_threads,

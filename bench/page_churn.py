@@ -76,7 +76,7 @@ def main(argv=None) -> None:
             else:  # the comment in the middle of the product: newest-first rank total // 2
                 middle = product_comment_slice(sku=FLAGSHIP, offset=total // 2, limit=1).comments[0]
                 dynamodb().delete_item(TableName=table_name(), Key={"PK": {"S": middle.pk}, "SK": {"S": middle.sk}})
-            call_command("rebuild_index", product=[FLAGSHIP], verbosity=0)
+            call_command("rebuild_index", group=[FLAGSHIP], verbosity=0)
             after = all_pages()
             event = {"event": kind, "comments_before": total, "comments_after": index.count(FLAGSHIP)}
             for numbering in NUMBERINGS:

@@ -190,7 +190,7 @@ class HandWrittenReads:
 
 
 def ways() -> dict:
-    import aws
+    from pagination_index import aws
     from comments.table.client import dynamodb, dynamodb_reads
 
     client = dynamodb()

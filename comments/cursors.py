@@ -1,9 +1,9 @@
-"""Cursors: a Position (comments/union.py) carried in a URL, compact and signed.
+"""Cursors: a Position (pagination_index.sequence) carried in a URL, compact and signed.
 
 The payload is a JSON list, no attribute names: [format, ratings, offset, starts], where ratings is
 the filter as digits ("35"; "" for none), starts has one item per group in filter order, 0 for "from
 its top" or [SK as integer microseconds since the epoch, skip] (the group resumes after its `skip`-th
-entry with that SK: tie-safe, and all store.newest() needs). django.core.signing zlib-compresses it
+entry with that SK: tie-safe, and all a source's read() needs). django.core.signing zlib-compresses it
 when that is shorter, encodes it base64url and appends an HMAC signature, salted per product so a
 cursor only opens pages of the product it came from. A forged, truncated or stale-format cursor is
 an InvalidCursor (a 400), never a 500.
@@ -15,8 +15,9 @@ from typing import Sequence
 
 from django.core import signing
 
-from comments.union import TOP, Position, groups_for
-from pagination_index import micros_sort_key, sort_key_micros
+from comments.table.keys import rating_group
+from pagination_index.sequence import Position
+from pagination_index.sortkeys import micros_sort_key, sort_key_micros
 
 FORMAT = 1
 SALT = "comments.cursor.v1"
@@ -29,6 +30,11 @@ class InvalidCursor(ValueError):
     """The cursor was not made by this site for this product and filter, or is in an old format."""
 
 
+def groups_for(sku: str, ratings: Sequence[int]) -> list[str]:
+    """The index groups of a filter, in the order a cursor lists their starts."""
+    return [rating_group(sku, rating) for rating in ratings] if ratings else [sku]
+
+
 def _signer(sku: str) -> signing.Signer:
     return signing.Signer(salt=f"{SALT}:{sku}")
 
@@ -36,9 +42,8 @@ def _signer(sku: str) -> signing.Signer:
 def encode(sku: str, ratings: Sequence[int], position: Position) -> str:
     starts = []
     for group in groups_for(sku, ratings):
-        after, skip = position.starts[group]
-        # A skip-0 start (SK < after) is never inside a run of ties: the same as SK <= after, skip 1.
-        starts.append(0 if after is None else [sort_key_micros(after[1]), max(skip, 1)])
+        start = position.starts[group]
+        starts.append(0 if start is None else [sort_key_micros(start[0]), start[1]])
     payload = [FORMAT, "".join(map(str, ratings)), position.offset, starts]
     return _signer(sku).sign_object(payload, compress=True)
 
@@ -72,8 +77,8 @@ def _natural(value) -> bool:
 
 def _start(item):
     if item == 0 and type(item) is int:
-        return TOP
+        return None
     if (isinstance(item, list) and len(item) == 2 and _natural(item[0]) and item[0] <= MAX_MICROS
             and _natural(item[1]) and item[1] >= 1):
-        return ("", micros_sort_key(item[0])), item[1]
+        return micros_sort_key(item[0]), item[1]
     raise InvalidCursor("That cursor is not valid.")

@@ -1,4 +1,5 @@
-"""Page objects of product pages and the API: Django's Paginator and Page, counted by the index."""
+"""Page objects of product pages and the API: Django's own Paginator over pagination_index.query(),
+with a Page that says how it was read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,21 +8,14 @@ from django.core.paginator import Page, Paginator
 
 from comments.store import Comment
 from comments.table.keys import RATINGS
-from comments.union import Position
+from pagination_index.sequence import Position
 
 
 class CommentPaginator(Paginator):
-    """A Paginator whose count comes from the index, not from len(object_list). `count` is overridden
-    as a plain property (the pages' comments come from DynamoDB, never from `page()`), so nothing relies
-    on how Django caches its own `count`."""
+    """Django's Paginator, its pages CommentPages (the documented _get_page() hook)."""
 
-    def __init__(self, count: int, per_page: int):
-        super().__init__((), per_page, allow_empty_first_page=True)
-        self._index_count = count
-
-    @property
-    def count(self) -> int:
-        return self._index_count
+    def _get_page(self, *args, **kwargs) -> "CommentPage":
+        return CommentPage(*args, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,25 +57,29 @@ class RatingStats:
 
 
 class CommentPage(Page):
-    """Django's Page, plus how it was served ("fast": straight from DynamoDB, "index", or "cursor"),
-    and where the next page resumes (for a cursor)."""
+    """Django's Page, plus what the product page shows of how it was read. `served_by` ("fast":
+    straight from DynamoDB, "index", or "cursor") and `resume` (where the next page starts, for a
+    cursor) come from the query's slice; the selectors set the rest."""
 
-    def __init__(self, object_list, number, paginator, *, served_by: str, count_is_estimate: bool = False,
-                 resume: Position | None = None, newest_sk: str | None = None, ratings: RatingSummary | None = None,
-                 rating_stats: RatingStats | None = None, archive: bool = False, settled: bool = True):
-        super().__init__(object_list, number, paginator)
-        # A stable archive page (COMMENTS_PAGE_NUMBERING=stable): numbered from the oldest comment, and
-        # showing nothing that a new comment changes (no total, no rating figures).
-        self.archive = archive
-        # False: the index's count moved on every attempt while the page was looked up, so the page may
-        # be shifted by a comment: not cached for an archive page's long max-age.
-        self.settled = settled
-        self.served_by = served_by
-        self.count_is_estimate = count_is_estimate
-        self.resume = resume
-        self.newest_sk = newest_sk  # the newest comment shown by any page of this filter: inserts shift pages
-        self.ratings = ratings  # the product's ratings, when known (index counts, or every comment in hand)
-        self.rating_stats = rating_stats  # the product's comments per rating, from the index
+    archive = False  # a stable archive page (COMMENTS_PAGE_NUMBERING=stable): shows no product-wide figure
+    # False: the index's count moved on every attempt while the page was looked up, so the page may be
+    # shifted by a comment: not cached for an archive page's long max-age.
+    settled = True
+    newest_sk: str | None = None  # the newest comment shown by any page of this filter: inserts shift pages
+    ratings: RatingSummary | None = None  # the product's ratings, when known
+    rating_stats: RatingStats | None = None  # the product's comments per rating, from the index
+
+    @property
+    def served_by(self) -> str:
+        return getattr(self.object_list, "served_by", "index")
+
+    @property
+    def resume(self) -> Position | None:
+        return getattr(self.object_list, "resume", None)
+
+    @property
+    def count_is_estimate(self) -> bool:
+        return getattr(self.paginator.object_list, "count_is_estimate", False)
 
     @property
     def oldest_number(self) -> int:

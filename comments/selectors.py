@@ -1,184 +1,183 @@
-"""Reads for product pages and the comments API: page N, or any offset, of a product's comments,
-newest first, optionally only some ratings (the union of rating groups: comments/union.py).
+"""Reads for product pages and the comments API, through the pagination index's read API: a product's
+comments (or those with some ratings) are pagination_index.query(), which Django's Paginator pages.
 
-Pages 1..FAST_PAGES come from each group's newest comments (comments/page_cache.py), read straight from
-DynamoDB; deeper pages find their start in the pagination index and read one Query from there."""
+Pages 1..COMMENTS_FAST_PAGES come from the source's fast window (the newest comments, read straight
+from DynamoDB and shared between requests); deeper pages find their start in the index and read one
+Query from there (pagination_index/sequence.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from django.conf import settings
 from django.core.paginator import EmptyPage
 
-from comments import store, union
+from comments import store
 from comments.paging import CommentPage, CommentPaginator, CommentSlice, RatingStats, RatingSummary
-from comments.store import Comment
-from comments.table.keys import RATINGS, rating_group
-from comments.union import TOP, Position, Slice, groups_for
-from comments.page_cache import FastWindow, fast_window_size, page_cache
-from pagination_index import IndexUnavailable, index
+from comments.store import Comment, comment_from_item
+from comments.table.keys import PRODUCT_RATINGS, PRODUCTS, RATINGS, rating_group, rating_groups
+from pagination_index import IndexUnavailable, index, query
+from pagination_index.sequence import IndexedQuery, Items, Position
 
 
-def _total(groups: list[str], seen: int, complete: bool) -> tuple[int, bool]:
-    """The union's size, and whether it is only a lower bound (the index is down)."""
-    if complete:
-        return seen, False
-    try:
-        return max(sum(page_cache.counts(groups).values()), seen), False
-    except IndexUnavailable:
-        return seen, True  # the fast windows don't need the index: serve them with what we can see
+def comments_query(sku: str, ratings: Sequence[int] = (), *, fast: bool = True) -> IndexedQuery:
+    """A product's comments, newest first: all of them, or the union of some rating groups."""
+    if ratings:
+        return query(PRODUCT_RATINGS, [rating_group(sku, rating) for rating in ratings], transform=comment_from_item,
+                     fast=fast)
+    return query(PRODUCTS, sku, transform=comment_from_item, fast=fast)
 
 
-@dataclass(frozen=True)
-class _Counted:
-    """What is known of a filter before its comments are read: its size, and for offsets inside the
-    fast windows, the windows' comments themselves."""
-    total: int
-    estimate: bool  # the total is only a lower bound (the index is down)
-    newest_sk: str | None = None  # the filter's newest comment (index path)
-    counts: dict[str, int] | None = None  # per group (index path)
-    lists: list[list[Comment]] | None = None  # each group's window, pinned comments added (fast path)
-    complete: bool = False  # the windows hold every comment of the filter
+def fast_window_size() -> int:
+    return settings.COMMENTS_FAST_PAGES * settings.COMMENTS_PAGE_SIZE
 
 
-@dataclass(frozen=True)
-class _Found:
-    slice: Slice
-    total: int
-    estimate: bool
-    served_by: str
-    newest_sk: str | None  # the filter's newest comment
-    everything: list[Comment] | None = None  # every comment of the filter, when the fast windows hold them all
+class WithPinned:
+    """A query with the comments this reader just posted in its first FAST_ITEMS, read by key: a GSI
+    is eventually consistent, and another process may hold an older cached window, so a comment just
+    posted can be missing from the window. A lazy sequence like the query itself (count, slicing)."""
+
+    def __init__(self, items: IndexedQuery, pinned: list[Comment]):
+        self.items = items
+        window = list(items[0:items.fast_items])
+        present = {comment.pk for comment in window}
+        mine = [comment for comment in pinned if comment.pk not in present]
+        self.window = sorted([*window, *mine], key=lambda c: c.order_key, reverse=True)
+        self.count_is_estimate = items.count_is_estimate
+
+    def count(self) -> int:
+        counted = self.items.count()
+        self.count_is_estimate = self.items.count_is_estimate
+        return max(counted, len(self.window))
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, key: slice) -> Items:
+        if key.stop is not None and key.stop <= self.items.fast_items:
+            found = Items(self.window[key])
+            found.served_by = "fast"
+            return found
+        return self.items[key]
 
 
-def _newest_sk(groups: list[str]) -> str | None:
-    """The newest SK of the union, from the index (rank 0 of each group)."""
-    entries = [index.at(group, 0) for group in groups]
-    return max((entry[1] for entry in entries if entry), default=None)
-
-
-def _with_pinned(sku: str, groups: list[str], windows: list[FastWindow],
-                 pinned: Iterable[tuple[str, str]]) -> list[list[Comment]]:
-    """Each group's window plus the pinned comments (PK, SK) it lacks, read by key.
-
-    A GSI is eventually consistent, and another process may hold an older cached window: a
-    comment just posted can be missing from the window, so its poster's pages read it by key.
-    """
-    present = {comment.pk for window in windows for comment in window.comments}
-    missing = [store.get_comment(pk, sk) for pk, sk in pinned if pk not in present]
-    missing = [comment for comment in missing if comment is not None and comment.sku == sku]
-    lists = []
-    for group, window in zip(groups, windows):
-        mine = [comment for comment in missing if group in (comment.sku, comment.rating_group)]
-        lists.append(sorted([*window.comments, *mine], key=lambda c: c.order_key, reverse=True)
-                     if mine else window.comments)
-    return lists
-
-
-def _count(sku: str, groups: list[str], stop: int, pinned: Iterable[tuple[str, str]] = ()) -> _Counted:
-    """The filter's size, before any comment past offset `stop` is read. `pinned` comments show in
-    the fast windows even before the GSI has them."""
-    if stop <= fast_window_size():
-        windows = page_cache.windows(groups)
-        lists = _with_pinned(sku, groups, windows, pinned)
-        seen = sum(len(comments) for comments in lists)
-        complete = all(window.complete for window in windows)
-        total, estimate = _total(groups, seen, complete)
-        return _Counted(total, estimate, lists=lists, complete=complete)
-    if len(groups) == 1:
-        # One group: its count only validates the page number, and its newest entry only dates the
-        # page (Last-Modified); both are shared for COMMENTS_FAST_CACHE_SECONDS, as fresh as pages
-        # 1..FAST_PAGES. The comments themselves are looked up afresh (start_after_rank: a page that
-        # shrank away is a 404). A union's search needs the counts of this moment.
-        counts, newest_sk = page_cache.counts(groups), page_cache.newest_sk(groups[0])
-    else:
-        counts, newest_sk = index.count_many(groups), _newest_sk(groups)
-    return _Counted(sum(counts.values()), False, newest_sk, counts)
-
-
-def _read(groups: list[str], counted: _Counted, offset: int, count: int) -> _Found:
-    """`count` comments of the union from `offset`: cut from the windows, or read from the start
-    position the index gives."""
-    if counted.lists is not None:
-        top = union.merge(groups, counted.lists, Position(0, dict.fromkeys(groups, TOP)), offset + count)
-        everything = [c for comments in counted.lists for c in comments] if counted.complete else None
-        return _Found(Slice(top.comments[offset:], top.resume), counted.total, counted.estimate, "fast",
-                      top.comments[0].sk if top.comments else None, everything)
-    found = union.read(groups, union.position_at(groups, offset, counted.counts), count)
-    return _Found(found, counted.total, False, "index", counted.newest_sk)
-
-
-def _page(ratings: Sequence[int], stats: RatingStats | None, found: _Found, number: int,
-          paginator: CommentPaginator) -> CommentPage:
-    summary = RatingSummary.of(found.everything) if found.everything is not None and not ratings else None
-    return CommentPage(found.slice.comments, number, paginator, served_by=found.served_by,
-                       count_is_estimate=found.estimate, resume=found.slice.resume, newest_sk=found.newest_sk,
-                       ratings=summary or (stats.summary if stats else None), rating_stats=stats)
+def _pinned(sku: str, ratings: Sequence[int], keys: Iterable[tuple[str, str]]) -> list[Comment]:
+    found = [store.get_comment(pk, sk) for pk, sk in keys]
+    return [comment for comment in found
+            if comment is not None and comment.sku == sku and (not ratings or comment.rating in ratings)]
 
 
 def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
                          pinned: Iterable[tuple[str, str]] = ()) -> CommentPage:
     """Page `number` of a product's comments, only those with the given ratings if any. Raises
-    EmptyPage (-> 404) past the last page and IndexUnavailable (-> 503) when the page needs the
-    index and it cannot answer; pages 1..FAST_PAGES don't need it.
+    EmptyPage (-> 404) past the last page, IndexUnavailable (-> 503) when the page needs the index
+    and it cannot answer (pages 1..FAST_PAGES don't).
 
     `pinned`: keys (PK, SK) of comments this reader just posted, shown on pages 1..FAST_PAGES even
     if the GSI or a cached window does not have them yet."""
     per_page = settings.COMMENTS_PAGE_SIZE
-    if number < 1:
-        raise EmptyPage("Page numbers start at 1.")
-    groups, offset = groups_for(sku, ratings), (number - 1) * per_page
-    stats = product_rating_stats(sku=sku)  # counts first, then the start position, then the store read
-    counted = _count(sku, groups, offset + per_page, pinned)
-    paginator = CommentPaginator(counted.total, per_page)
-    paginator.validate_number(number)
-    return _page(ratings, stats, _read(groups, counted, offset, per_page), number, paginator)
+    stats = product_rating_stats(sku=sku)
+    items = comments_query(sku, ratings)
+    shown = items
+    if pinned and number * per_page <= items.fast_items:
+        mine = _pinned(sku, ratings, pinned)
+        if mine:
+            shown = WithPinned(items, mine)
+    paginator = CommentPaginator(shown, per_page)
+    try:
+        page = paginator.page(number)
+    except EmptyPage:
+        if shown.count_is_estimate:  # the index is down: the count is what the first pages show
+            raise IndexUnavailable("the index is needed past the first pages") from None
+        raise
+    if number > 1 and not page.object_list:
+        raise EmptyPage("That page no longer exists.")  # the group shrank since the count
+    return _described(page, items, stats, ratings)
+
+
+def _described(page: CommentPage, items: IndexedQuery, stats: RatingStats | None,
+               ratings: Sequence[int]) -> CommentPage:
+    page.newest_sk = _newest_sk(items)
+    page.rating_stats = stats
+    if stats is not None:
+        page.ratings = stats.summary
+    elif not ratings and items.fast_items:  # the index is down: every comment in hand, if the window holds them
+        window = items.windows()[items.groups[0]]
+        page.ratings = RatingSummary.of(list(map(comment_from_item, window.items))) if window.complete else None
+    return page
+
+
+def _newest_sk(items: IndexedQuery) -> str | None:
+    try:
+        newest = items.newest()
+    except IndexUnavailable:
+        return None
+    return newest[1] if newest else None
 
 
 def product_comment_slice(*, sku: str, offset: int, limit: int, ratings: Sequence[int] = ()) -> CommentSlice:
     """`limit` comments from `offset` (the API). EmptyPage past the end; offset 0 always exists."""
-    groups = groups_for(sku, ratings)
-    counted = _count(sku, groups, offset + limit)
-    if offset and offset >= counted.total:
-        raise EmptyPage(f"Offset {offset} is past the last comment ({counted.total}).")
-    found = _read(groups, counted, offset, limit)
-    return CommentSlice(found.slice.comments, offset, found.total, found.slice.resume, found.served_by, found.estimate)
+    items = comments_query(sku, ratings)
+    total = items.count()
+    if offset and offset >= total:
+        if items.count_is_estimate:
+            raise IndexUnavailable("the index is needed past the first comments")
+        raise EmptyPage(f"Offset {offset} is past the last comment ({total}).")
+    found = items[offset:offset + limit]
+    if offset and not found:
+        raise EmptyPage(f"Offset {offset} is past the last comment.")
+    return CommentSlice(list(found), offset, max(total, offset + len(found)), found.resume, found.served_by,
+                        items.count_is_estimate)
 
 
 def product_comment_slice_after(*, sku: str, position: Position, limit: int,
                                 ratings: Sequence[int] = ()) -> CommentSlice:
     """`limit` comments from a cursor's position: Queries only, no index read for the comments
     themselves (the total still comes from the index, or is the position when it is down)."""
-    groups = groups_for(sku, ratings)
-    found = union.read(groups, position, limit)
+    items = comments_query(sku, ratings)
+    found = items.after(position, limit)
     try:
-        total, estimate = sum(index.count_many(groups).values()), False
+        total, estimate = sum(items.counts().values()), False
     except IndexUnavailable:
         total, estimate = found.resume.offset, True
-    return CommentSlice(found.comments, position.offset, max(total, found.resume.offset), found.resume,
-                        "cursor", estimate)
+    return CommentSlice(list(found), position.offset, max(total, found.resume.offset), found.resume, "cursor",
+                        estimate)
+
+
+class _Slice:
+    """A slice already read, as the one-page object list of a cursor page's Paginator."""
+
+    def __init__(self, found: Items, total: int, offset: int):
+        self.found, self.total, self.offset = found, total, offset
+
+    def count(self) -> int:
+        return self.total
+
+    def __getitem__(self, key: slice) -> Items:
+        return self.found
 
 
 def product_comment_cursor_page(*, sku: str, position: Position, ratings: Sequence[int] = ()) -> CommentPage:
     """The page a "Load more" cursor points at; numbered by where it starts."""
     per_page = settings.COMMENTS_PAGE_SIZE
     stats = product_rating_stats(sku=sku)
-    try:
-        newest_sk = _newest_sk(groups_for(sku, ratings))
-    except IndexUnavailable:
-        newest_sk = None
+    items = comments_query(sku, ratings)
     found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
-    return _page(ratings, stats, _Found(Slice(found.comments, found.resume), found.total, found.total_is_estimate,
-                                      "cursor", newest_sk),
-                 position.offset // per_page + 1, CommentPaginator(found.total, per_page))
+    read = Items(found.comments)
+    read.served_by, read.resume = "cursor", found.resume
+    number = position.offset // per_page + 1
+    paginator = CommentPaginator(_Slice(read, max(found.total, position.offset + 1), position.offset), per_page)
+    page = CommentPage(read, number, paginator)
+    page.newest_sk = _newest_sk(items)
+    page.ratings = stats.summary if stats else None
+    page.rating_stats = stats
+    return page
 
 
 def product_rating_stats(*, sku: str) -> RatingStats | None:
     """Comments per rating from the five rating groups' counts (one index call, no scan); None when
     the index cannot answer."""
     try:
-        counts = page_cache.counts([rating_group(sku, rating) for rating in RATINGS])
+        counts = query(PRODUCT_RATINGS, rating_groups(sku)).counts()
     except IndexUnavailable:
         return None
     return RatingStats({rating: counts[rating_group(sku, rating)] for rating in RATINGS})
@@ -194,7 +193,8 @@ def product_comment_counts(skus: list[str]) -> dict[str, int | None]:
 
 def product_newest_sk(sku: str) -> str | None:
     """The SK of a product's newest comment, from the index (its rank 0): one cheap read."""
-    return _newest_sk([sku])
+    entry = index.at(sku, 0)
+    return entry[1] if entry else None
 
 
 def product_page_count(count: int) -> int:
@@ -223,26 +223,26 @@ def newest_archive_page(count: int) -> int:
     return max(0, (count - 1) // settings.COMMENTS_PAGE_SIZE)
 
 
-def _archive_count(sku: str) -> tuple[int, FastWindow | None]:
-    """A product's comment count for its archive pages, and its fast window when that holds every
-    comment (the page is then cut from it: count and comments from one read). Raises
-    IndexUnavailable when the index is needed and down."""
+# Attempts at an archive page's count and boundary lookup from one state of the index (see below).
+ARCHIVE_READ_ATTEMPTS = 3
+
+
+def _archive_count(sku: str) -> tuple[int, list[Comment] | None]:
+    """A product's comment count for its archive pages, afresh from the index (a page cached for a
+    day must not come from a count shared for seconds), and its fast window when that holds every
+    comment (the page is then cut from it: count and comments from one read)."""
     try:
         count = index.count(sku)
     except IndexUnavailable:
-        window = page_cache.windows([sku])[0]
+        count = None
+    windowed = comments_query(sku)
+    if count is None or count <= windowed.fast_items:
+        window = windowed.windows()[windowed.groups[0]]
         if window.complete:
-            return len(window.comments), window
-        raise
-    if count <= fast_window_size():
-        window = page_cache.windows([sku])[0]
-        if window.complete:
-            return len(window.comments), window
+            return len(window.items), [comment_from_item(item) for item in window.items]
+        if count is None:
+            raise IndexUnavailable("the index is needed for this archive page")
     return count, None
-
-
-# Attempts at an archive page's count and boundary lookup from one state of the index (see below).
-ARCHIVE_READ_ATTEMPTS = 3
 
 
 def product_archive_page(*, sku: str, number: int) -> CommentPage:
@@ -250,19 +250,15 @@ def product_archive_page(*, sku: str, number: int) -> CommentPage:
     the page. Raises ArchiveOnLandingPage when its comments are all on the landing page, EmptyPage
     (-> 404) past that, IndexUnavailable (-> 503) when the index is needed and down.
 
-    Costs one index count and, for products beyond the fast window, one index lookup, a second count
-    and one Query from the page's boundary (comments older than the boundary: a lagging index still
-    finds it).
-
     The index counts ranks from the newest, so the page's boundary rank comes from the count: a
     comment indexed between the count and the lookup would shift the page by one. The count is read
-    again after the lookup; when it moved, both are read again (ARCHIVE_READ_ATTEMPTS in all). A page
+    again after the read; when it moved, both are read again (ARCHIVE_READ_ATTEMPTS in all). A page
     whose count never held still is served, marked `settled=False`: the view gives it the landing
-    page's short max-age, not the archive's day. (An insert and a delete both between the two counts
-    would go unseen: the delete alone already changes archive pages in place.)"""
+    page's short max-age, not the archive's day."""
     per_page = settings.COMMENTS_PAGE_SIZE
     if number < 1:
         raise EmptyPage("Page numbers start at 1.")
+    items = comments_query(sku, fast=False)  # count and boundary from one state of the index
     count, window = _archive_count(sku)
     settled = True
     for attempt in range(1, ARCHIVE_READ_ATTEMPTS + 1):
@@ -272,22 +268,23 @@ def product_archive_page(*, sku: str, number: int) -> CommentPage:
             raise EmptyPage("That page contains no results")
         offset = count - number * per_page  # newest-first rank of the page's newest comment
         if window is not None:  # count and comments from one read
-            comments, served_by = window.comments[offset:offset + per_page], "fast"
+            found = Items(window[offset:offset + per_page])
+            found.served_by = "fast"
             break
-        position = union.position_at([sku], offset)
+        found = items[offset:offset + per_page]
         try:
             again = index.count(sku)
-        except IndexUnavailable:  # the lookup is done; unconfirmed, it is served briefly
+        except IndexUnavailable:  # the read is done; unconfirmed, it is served briefly
             again = None
         settled = again == count
         if not settled and again is not None and attempt < ARCHIVE_READ_ATTEMPTS:
-            count = again  # posts arrived (or went) meanwhile: look the boundary up again at the new count
+            count = again  # posts arrived (or went) meanwhile: read the page again at the new count
             continue
-        comments = union.read([sku], position, per_page).comments
-        served_by = "index"
         break
-    return CommentPage(comments, number, CommentPaginator(count, per_page), served_by=served_by,
-                       newest_sk=comments[0].sk if comments else None, archive=True, settled=settled)
+    page = CommentPage(found, number, CommentPaginator(_Slice(found, count, offset), per_page))
+    page.archive, page.settled = True, settled
+    page.newest_sk = found[0].sk if found else None
+    return page
 
 
 def archive_page_lastmods(sku: str, count: int, first: int, last: int) -> dict[int, str]:

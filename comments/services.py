@@ -4,9 +4,9 @@ from __future__ import annotations
 import uuid
 
 from comments import store
+from comments.caching import product_caches_forget
 from comments.store import Comment
 from comments.table.keys import RATINGS
-from comments.page_cache import product_caches_forget
 
 # uuid4 keys do not collide in practice; a few attempts turn "practically never" into "never fails".
 CREATE_ATTEMPTS = 3
@@ -19,8 +19,8 @@ def new_comment_id() -> str:
 def comment_create(*, sku: str, author: str, rating: int, body: str) -> Comment:
     """Put one new comment (PK random, SK = now in UTC to the microsecond, PK2 = SKU).
 
-    The put is conditional, so it never overwrites another comment. The product's cached fast
-    window is dropped so this process's next page read goes to DynamoDB; the GSI itself may still
+    The put is conditional, so it never overwrites another comment. What pages share of the product
+    and of the comment's rating group is read again (product_caches_forget); the GSI itself may still
     lag (see selectors.product_comment_page's `pinned`).
     """
     if rating not in RATINGS:

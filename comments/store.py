@@ -1,6 +1,7 @@
-"""Reads and writes of the comments table. Items are (de)serialised by hand: our attributes are
-only S and N, and this is on the hot path of every page. Any DynamoDB failure leaves here as
-StoreUnavailable (comments.table.client)."""
+"""The comments table's items and writes. Items are (de)serialised by hand: our attributes are only S
+and N, and this is on the hot path of every page (comment_from_item is the query() transform of the
+product pages). Pages are read through pagination_index.query() (comments/selectors.py). Any
+DynamoDB failure leaves here as StoreUnavailable (comments.table.client)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,11 +10,11 @@ from typing import Iterable
 
 from botocore.exceptions import ClientError
 
-from aws.retries import batch_write
-from comments.table.client import dynamodb, dynamodb_bulk, dynamodb_reads, store_errors
-from comments.table.keys import group_attribute, group_index_name, rating_group, table_name
-from comments.table.source import budgeted_call, budgeted_responses
-from pagination_index import SORT_KEY_FORMAT, ReadBudget
+from comments.table.client import dynamodb, dynamodb_bulk, store_errors
+from comments.table.keys import rating_group, table_name
+from pagination_index import ReadBudget
+from pagination_index.aws.retries import batch_write
+from pagination_index.sortkeys import SORT_KEY_FORMAT
 
 # The English month names Django's `date:"F"` writes (the site is in English), by month number.
 MONTHS = {number: name for number, name in enumerate(
@@ -163,63 +164,14 @@ def get_comment(pk: str, sk: str) -> Comment | None:
     return comment_from_item(item) if item and "PK2" in item else None
 
 
-@store_errors("Query")
-def newest(group: str, count: int, *, after: tuple[str, str] | None = None, skip: int = 0) -> tuple[list[Comment], bool]:
-    """`count` comments of a group in index order, and whether the group has none beyond them.
-
-    A group is a GSI partition: a product's SKU (byProduct) or "<SKU>/<rating>" (byRating).
-    Without `after`: from the newest. With `after`, an index entry (PK, SK), and skip=0 (no other
-    entry shares its SK): just after that comment, by the key condition `SK < after.SK`. With
-    skip>0: from `after`'s SK inclusive, dropping the first `skip` comments in index order (the tie
-    case: DynamoDB orders equal SKs its own way, so an ExclusiveStartKey inside a run of equal SKs
-    would not say where our order resumes). Both forms need only the SK, which is what cursors carry.
-
-    A key condition rather than `after`'s keys as ExclusiveStartKey: with no tie at `after` both
-    select the same items, and the key condition is what cursors can carry (docs/architecture.md,
-    "How a page is served"; docs/benchmarks.md, "Depth", measures both).
-
-    Every run of equal SKs that reaches the page's edge is read whole (one look-ahead item shows
-    whether it does), then sorted by (SK, PK), so the pages partition the index order exactly.
-    """
-    need = skip + count
-    attribute = group_attribute(group)
-    kwargs = {
-        "TableName": table_name(),
-        "IndexName": group_index_name(group),
-        "ScanIndexForward": False,
-        "ExpressionAttributeValues": {":g": {"S": group}},
-        "KeyConditionExpression": f"{attribute} = :g",
-        "Limit": need + 1,
-    }
-    if after is not None:
-        kwargs["KeyConditionExpression"] = f"{attribute} = :g AND SK {'<=' if skip else '<'} :sk"
-        kwargs["ExpressionAttributeValues"][":sk"] = {"S": after[1]}
-    reads = dynamodb_reads()
-    items: list[dict] = []
-    exhausted = False
-    while True:
-        response = reads.query(**kwargs)
-        items.extend(response.get("Items", []))
-        last_key = response.get("LastEvaluatedKey")
-        if last_key is None:
-            exhausted = True
-            break
-        if len(items) > need and items[-1]["SK"]["S"] != items[need - 1]["SK"]["S"]:
-            break
-        kwargs["ExclusiveStartKey"] = last_key
-        kwargs["Limit"] = max(need + 1 - len(items), 10)
-    comments = sorted(map(comment_from_item, items), key=lambda c: c.order_key, reverse=True)
-    return comments[skip:need], exhausted and len(comments) <= need
-
-
 @store_errors("Scan for rating keys")
 def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, start: dict | None = None,
                        reads: ReadBudget | None = None, writes: ReadBudget | None = None,
                        on_page=None) -> tuple[int, int]:
     """One Scan segment from `start`: set PK2R on every comment that lacks it; returns (found, updated).
     on_page(scanned, next_start) follows each page (progress, and the checkpoint --resume reads;
-    next_start is None at the segment's end). Reads and writes are spent from their budgets, and
-    throttled calls retried slower.
+    next_start is None at the segment's end). Reads and writes are spent from their budgets;
+    throttled calls are retried by the bulk client's adaptive mode.
 
     The condition `attribute_not_exists(PK2R) AND attribute_exists(PK)` keeps the update from
     overwriting a PK2R written meanwhile (a new rating) or resurrecting a deleted comment.
@@ -235,14 +187,16 @@ def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, st
         **({"ExclusiveStartKey": start} if start else {}),
     }
     found = updated = 0
-    for response in budgeted_responses(client.scan, reads, **kwargs):
+    kwargs["ReturnConsumedCapacity"] = "TOTAL"
+    while True:
+        response = client.scan(**kwargs)
+        reads.spend((response.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
         for item in response.get("Items", []):
             found += 1
             if dry_run:
                 continue
             try:
-                budgeted_call(
-                    client.update_item, writes,
+                written = client.update_item(
                     TableName=table_name(),
                     Key={"PK": item["PK"], "SK": item["SK"]},
                     UpdateExpression="SET PK2R = :g",
@@ -250,9 +204,12 @@ def rating_key_updates(*, segment: int, segments: int, dry_run: bool = False, st
                     ExpressionAttributeValues={":g": {"S": rating_group(item["PK2"]["S"], int(item["rating"]["N"]))}},
                     ReturnConsumedCapacity="TOTAL",
                 )
+                writes.spend((written.get("ConsumedCapacity") or {}).get("CapacityUnits", 0.0))
                 updated += 1
             except client.exceptions.ConditionalCheckFailedException:
                 pass
         if on_page:
             on_page(response.get("ScannedCount", 0), response.get("LastEvaluatedKey"))
-    return found, updated
+        if "LastEvaluatedKey" not in response:
+            return found, updated
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -11,7 +11,6 @@ from django.views.decorators.csrf import csrf_exempt
 from comments import caching
 from comments.forms import CommentForm
 from comments.origin import post_origin_refusal
-from comments.page_cache import page_cache
 from comments.pagination import BadPageRequest, Redirect, pagination_for
 from comments.recent import remember_posted
 from comments.services import comment_create
@@ -40,7 +39,7 @@ def product_detail(request, sku):
     """A product and one page of its comments, numbered as pagination_for() chooses
     (comments/pagination.py). The index or the store being down is a 503
     (shop.middleware.ServiceUnavailableMiddleware)."""
-    product = page_cache.product(sku)
+    product = caching.product_for_page(sku)
     if product is None:
         raise Http404("No such product.")
     pagination = pagination_for(request)

@@ -4,19 +4,20 @@ DynamoDB calls and caches, and sync_index's stream consumption (docs/deploy-aws.
 Under gunicorn, PROMETHEUS_MULTIPROC_DIR (set by gunicorn.conf.py) makes every worker write its
 values to files there, and /metrics (metrics.views) adds up all workers' files; sync_index serves its
 own registry on SYNC_INDEX_METRICS_PORT. The stream Lambda reports through CloudWatch instead
-(metrics.lambda_emf).
+(metrics.lambda_emf). The pagination index reports through its signals (pagination_index.signals),
+connected in metrics.apps.
 """
 from __future__ import annotations
 
 import functools
 import time
 
-
 from prometheus_client import Counter, Gauge, Histogram
+
+from pagination_index.aws.errors import is_throttle
 
 # Pages take milliseconds; a slow DynamoDB or index shows in the upper buckets before timeouts do.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-THROTTLES = {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
 
 REQUEST_SECONDS = Histogram("shop_request_seconds", "Time to answer a request, by view (URL name) and status.",
                             ["view", "status"], buckets=LATENCY_BUCKETS)
@@ -48,7 +49,7 @@ def cache_lookup(cache: str, hit: bool) -> None:
 
 
 def dynamodb_call(operation: str, error_code: str | None = None, retries: int = 0) -> None:
-    outcome = "ok" if not error_code else "throttled" if error_code in THROTTLES else "error"
+    outcome = "ok" if not error_code else "throttled" if is_throttle(error_code) else "error"
     DYNAMODB_CALLS.labels(operation, outcome).inc()
     if retries:
         DYNAMODB_RETRIES.labels(operation).inc(retries)
@@ -65,7 +66,8 @@ def instrument_client(client):
     return client
 
 
-INDEX_METHODS = ("at", "count", "count_newer", "range", "apply", "add_many", "remove_many", "replace")
+INDEX_METHODS = ("at", "count", "count_many", "count_newer", "count_newer_many", "range", "apply", "add_many",
+                 "remove_many", "replace")
 
 
 def instrument_index(index):
@@ -94,13 +96,3 @@ def _timed(function, histogram):
             histogram.observe(time.perf_counter() - started)
     timed.metrics_timed = True
     return timed
-
-
-def record_created(record: dict) -> float:
-    """ApproximateCreationDateTime in epoch seconds: boto3 gives a datetime, Lambda events a number."""
-    created = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
-    if created is None:
-        return time.time()
-    return created.timestamp() if hasattr(created, "timestamp") else float(created)
-
-

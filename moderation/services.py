@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 from django.db import transaction
 from django.db.models import F
 
-from comments.page_cache import product_caches_forget
+from comments.caching import product_caches_forget
 from moderation import table
 from moderation.models import AuditEntry, ModeratedComment, Report
 from moderation.purge import purge_product
@@ -34,7 +34,7 @@ def _changed(sku: str) -> None:
     changed_at = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=1)
     # update(): the row's updated_at (an edit of the product) stays as it is.
     Product.objects.filter(sku=sku).update(comments_changed_at=changed_at)
-    product_caches_forget(sku)
+    product_caches_forget(sku, product_changed=True)
     purge_product(sku)
 
 

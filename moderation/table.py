@@ -18,7 +18,6 @@ from botocore.exceptions import ClientError
 from comments.store import format_sk
 from comments.table.client import dynamodb, dynamodb_bulk, store_errors
 from comments.table.keys import GROUP, MEMBER, RATING_GROUP, SORT_KEY, product_index_name, table_name
-from comments.table.source import paginate
 
 # Where a hidden comment keeps its GSI keys.
 HIDDEN_GROUP = "hidden_PK2"
@@ -127,9 +126,9 @@ def shown_comments_by_author(sku: str, author: str) -> list[StoredComment]:
     """Every shown comment by exactly this author name on a product: the product's GSI partition,
     filtered (DynamoDB still reads the whole partition; an erasure is rare). Hidden comments are in
     no GSI: the moderation's own records name them (services.comments_erase)."""
-    items = paginate(
-        dynamodb_bulk().query, TableName=table_name(), IndexName=product_index_name(),
+    pages = dynamodb_bulk().get_paginator("query").paginate(
+        TableName=table_name(), IndexName=product_index_name(),
         KeyConditionExpression="#g = :g", FilterExpression="#a = :a",
         ExpressionAttributeNames={"#g": GROUP, "#a": "author"},
         ExpressionAttributeValues={":g": {"S": sku}, ":a": {"S": author}})
-    return [stored_comment(item) for item in items]
+    return [stored_comment(item) for page in pages for item in page.get("Items", [])]

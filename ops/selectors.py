@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection
 
 from comments.table.client import dynamodb_probe
-from comments.table.keys import table_name
-from pagination_index import get_index, get_source, index
+from comments.table.keys import PRODUCTS, table_name
+from pagination_index import get_index, index, sources
 from pagination_index.models import LagSample, ShardCheckpoint
 from shop.models import Product
 
@@ -102,7 +102,7 @@ def product_counts(products: list[Product], *, exact: str | None = None) -> tupl
         table_count = None
         if product.sku == exact:
             try:
-                table_count = get_source().group_count(product.sku)
+                table_count = sources[PRODUCTS].group_count(product.sku)
             except Exception as exc:
                 errors.append(f"DynamoDB: {type(exc).__name__}: {exc}")
         rows.append(ProductCounts(product.sku, product.name, table_count, index_counts.get(product.sku)))

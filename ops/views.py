@@ -1,6 +1,8 @@
 from datetime import timedelta
 
 from django.conf import settings
+
+from pagination_index.conf import index_settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.paginator import InvalidPage, Paginator
 from django.http import Http404, HttpResponse, JsonResponse
@@ -53,7 +55,7 @@ def status(request):
     start, end = selectors.lag_window(hours=1)
     samples = selectors.lag_samples(since=start)
     chart = lag_chart([(sample.at, sample.lag_seconds) for sample in samples], start=start, end=end,
-                      gap=timedelta(seconds=max(3 * settings.LAG_SAMPLE_SECONDS, 30)))
+                      gap=timedelta(seconds=max(3 * index_settings.SYNC["LAG_SAMPLE_SECONDS"], 30)))
     return render(request, "ops/status.html", {
         "rows": rows,
         "errors": errors,

@@ -1,7 +1,8 @@
 """AWS Lambda handler for a DynamoDB Streams event source mapping: the same record-applying code as
 sync_index, with Lambda keeping the checkpoints.
 
-Deploy with FunctionResponseTypes=["ReportBatchItemFailures"] (README, "Lambda"): the handler answers
+Set DJANGO_SETTINGS_MODULE in the function's environment (the project's settings, which declare the
+sources), and deploy with FunctionResponseTypes=["ReportBatchItemFailures"]: the handler answers
 {"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}, ...]} naming the first record it could
 not apply and every record after it, so Lambda checkpoints just before that record and retries from
 it; per-item order holds because nothing after a failure is applied.
@@ -11,13 +12,15 @@ from __future__ import annotations
 import logging
 import os
 
-from metrics.lambda_emf import report_batch_metrics
-
 logger = logging.getLogger(__name__)
 
 
 def _setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
+    if not os.environ.get("DJANGO_SETTINGS_MODULE"):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("Set DJANGO_SETTINGS_MODULE in the Lambda function's environment to the "
+                                   "project's settings module (the one that declares PAGINATION_INDEX).")
     from django.apps import apps
 
     if not apps.ready:
@@ -26,21 +29,36 @@ def _setup_django() -> None:
         django.setup()
 
 
-@report_batch_metrics
 def handler(event: dict, context) -> dict:
     _setup_django()
-    from django.db import close_old_connections, transaction
-
-    from pagination_index import get_index
-    from pagination_index.stream import apply_records
+    from pagination_index import signals
 
     records = event.get("Records") or []
+    answer = _apply(records)
+    try:
+        signals.lambda_batch_done.send(sender=None, records=records, failed=len(answer["batchItemFailures"]))
+    except Exception:  # the batch is applied: a receiver's failure (metrics) must not make Lambda retry it
+        logger.exception("a lambda_batch_done receiver failed")
+    return answer
+
+
+def _apply(records: list[dict]) -> dict:
+    from django.db import close_old_connections, transaction
+
+    from pagination_index import get_index, sources
+    from pagination_index.sources import table_of_stream
+    from pagination_index.stream import apply_records
+
     index = get_index()
+    table = table_of_stream(records[0].get("eventSourceARN", "")) if records else ""
+    declared = sources.for_table(table)
+    if records and not declared:
+        raise RuntimeError(f"no source in PAGINATION_INDEX['SOURCES'] is declared on table {table!r}")
     close_old_connections()  # connections outlive an invocation, as they outlive a request
     try:
         try:
             with transaction.atomic():
-                apply_records(index, records)
+                apply_records(index, records, declared)
             _maintain(index)
             return {"batchItemFailures": []}
         except Exception:
@@ -48,7 +66,7 @@ def handler(event: dict, context) -> dict:
         for position, record in enumerate(records):
             try:
                 with transaction.atomic():
-                    apply_records(index, [record])
+                    apply_records(index, [record], declared)
             except Exception:
                 logger.exception("record %s could not be applied", _sequence_number(record))
                 return {"batchItemFailures": [{"itemIdentifier": _sequence_number(r)} for r in records[position:]]}

@@ -4,8 +4,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timedelta, timezone
 
-from django.conf import settings
-
+from pagination_index.conf import index_settings
 from pagination_index.models import LagSample
 
 
@@ -19,8 +18,9 @@ class LagSampler:
     """Keeps the largest lag seen and writes it as a LagSample at most once per `every` seconds."""
 
     def __init__(self, every: float | None = None, keep_hours: float | None = None):
-        self.every = settings.LAG_SAMPLE_SECONDS if every is None else every
-        self.keep = timedelta(hours=settings.LAG_SAMPLE_KEEP_HOURS if keep_hours is None else keep_hours)
+        sync = index_settings.SYNC
+        self.every = sync["LAG_SAMPLE_SECONDS"] if every is None else every
+        self.keep = timedelta(hours=sync["LAG_SAMPLE_KEEP_HOURS"] if keep_hours is None else keep_hours)
         self.worst: float | None = None
         self._last_write = float("-inf")
 

@@ -1,9 +1,9 @@
-"""Walking the table unit by unit (a product and its groups) for rebuild_index and verify_index.
+"""Walking a source's table group by group for rebuild_index and verify_index.
 
-Memory stays flat at any table size: units are listed a page at a time, each group's entries
+Memory stays flat at any table size: groups are listed a page at a time, each group's entries
 stream from the table into the backend's replace() (or into a comparison) without being held,
-and a unit finished is a RebuildCheckpoint row, so `--resume` skips it after a crash or Ctrl-C.
-Several workers take waves of units at once, their reads sharing one ReadBudget.
+and a group finished is a RebuildCheckpoint row, so `--resume` skips it after a crash or Ctrl-C.
+Several workers take waves of groups at once, their reads sharing one ReadBudget.
 """
 from __future__ import annotations
 
@@ -90,9 +90,9 @@ def in_waves(units: Iterable[str], work: Callable[[list[str]], None], *, workers
 
 
 class Rebuild:
-    """Refill units of groups from the table while the stream keeps flowing (fences.py): a wave's
-    groups are fenced, and after a settle wait each unit is read, swapped in and its journal
-    replayed, one unit after another."""
+    """Refill groups of a source from the table while the stream keeps flowing (fences.py): a wave's
+    groups are fenced, and after a settle wait each group is read, swapped in and its journal
+    replayed, one group after another."""
 
     def __init__(self, *, index: BaseIndex, source: BaseSource, using: str, budget: ReadBudget | None = None,
                  fence_seconds: float = 120.0, settle_seconds: float = 1.0, run: str | None = None,
@@ -107,36 +107,29 @@ class Rebuild:
         self.entries = 0
         self._lock = threading.Lock()
 
-    def wave(self, units: list[str]) -> None:
-        groups = {unit: self.source.unit_groups(unit) for unit in units}
+    def wave(self, groups: list[str]) -> None:
         started = timezone.now()
-        self.fences.open(group for names in groups.values() for group in names)
+        self.fences.open(groups)
         try:
             if self.settle_seconds > 0:
                 time.sleep(self.settle_seconds)
-            for unit in units:
-                self._unit(unit, groups[unit], started)
+            for group in groups:
+                self._group(group, started)
         finally:  # a failed or interrupted wave: the stream's ops held for its groups go in now
-            self.fences.close(self.index, [group for names in groups.values() for group in names])
+            self.fences.close(self.index, groups)
 
-    def _unit(self, unit: str, groups: list[str], started) -> None:
-        written = 0
-        for group, entries in self.source.unit_entries(unit, budget=self.budget):
-            counted = self._counted(entries, progress=group == unit)
-            self.index.replace(group, counted)
-            written += counted.count
-        lost = self.fences.close(self.index, groups)
+    def _group(self, group: str, started) -> None:
+        counted = _Counted(self.source.group_entries(group, budget=self.budget), self.on_entries)
+        self.index.replace(group, counted)
+        lost = self.fences.close(self.index, [group])
         if lost:
             stale_groups_mark(groups=lost, reason="its rebuild's fence expired before the swap", using=self.using)
-        stale_groups_clear(groups=groups, before=started, using=self.using)
+        stale_groups_clear(groups=[group], before=started, using=self.using)
         if self.run:
-            unit_done(unit, run=self.run, using=self.using)
+            unit_done(group, run=self.run, using=self.using)
         with self._lock:
-            self.groups += len(groups)
-            self.entries += written
-
-    def _counted(self, entries: Iterable[Entry], *, progress: bool) -> "_Counted":
-        return _Counted(entries, self.on_entries if progress else None)
+            self.groups += 1
+            self.entries += counted.count
 
 
 class _Counted:
@@ -157,14 +150,14 @@ class _Counted:
             self.on_entries(self.count % self.TICK)
 
 
-def note_unread_shards(*, index: BaseIndex, stream_arn: str, lease_seconds: float) -> int:
+def note_unread_shards(*, index: BaseIndex, stream_arn: str, lease_seconds: float, sources: list[BaseSource]) -> int:
     """Give every shard no consumer has read yet a checkpoint at its current end, each under its
     own lease for the moment it takes: what the rebuild reads from the table need not be replayed
     from the start of the stream. Shards already being read are left alone. Returns how many."""
     from pagination_index.stream import StreamConsumer
 
     consumer = StreamConsumer(index=index, stream_arn=stream_arn, owner=new_owner_id("rebuild"),
-                              lease_seconds=lease_seconds)
+                              lease_seconds=lease_seconds, sources=sources)
     noted = 0
     for shard in consumer.describe_shards():
         checkpoint = consumer._checkpoint(shard)

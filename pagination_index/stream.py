@@ -5,7 +5,7 @@ item's changes apply in order); a checkpoint per shard; a batch is applied and t
 inside one database transaction when the index lives in a database, so a crash at any point loses
 nothing and re-applying a batch is harmless (every op is idempotent). A shard is read only under
 its lease (leases.py), so two consumers can run for failover. What a record means for the index is
-the source's business (settings.PAGINATION_INDEX_SOURCE).
+the business of the sources declared on the table (pagination_index/sources.py).
 """
 from __future__ import annotations
 
@@ -21,18 +21,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
-from botocore.exceptions import (
-    ClientError,
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
+from typing import Iterable
+
+from botocore.exceptions import BotoCoreError, ClientError
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.utils import timezone
 
-from aws.retries import Backoff
-from pagination_index import get_source
+from pagination_index import signals
+from pagination_index.aws.errors import is_transient
+from pagination_index.aws.retries import Backoff
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
 from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
@@ -47,32 +44,19 @@ from pagination_index.leases import (
     new_owner_id,
 )
 from pagination_index.models import ShardCheckpoint, StaleGroup
-from pagination_index.sources import BaseSource
+from pagination_index.sources import BaseSource, SourceUnavailable, records_ops, table_of_stream
 from pagination_index.stale import stale_groups_mark
 
 logger = logging.getLogger(__name__)
-
-RETRYABLE_CODES = frozenset({
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "LimitExceededException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-})
-RETRYABLE_ERRORS = (EndpointConnectionError, ConnectionClosedError, ConnectTimeoutError, ReadTimeoutError)
 # With --once, an index or database outage is waited out this many times before the run fails;
 # following, it is waited out for as long as it lasts.
 ONCE_OUTAGE_RETRIES = 5
 
 
-class Stopped(Exception):
-    """The stop event was set while waiting to retry."""
-
-
-def apply_records(index: BaseIndex, records: list[dict], source: BaseSource | None = None) -> int:
-    """Apply stream records to the index; returns how many ops that made. Shared with Lambda."""
-    ops = (source or get_source()).records_ops(records)
+def apply_records(index: BaseIndex, records: list[dict], sources: Iterable[BaseSource]) -> int:
+    """Apply stream records of one table to the index, for every source declared on the table;
+    returns how many ops that made. Shared with Lambda."""
+    ops = records_ops(sources, records)
     if ops:
         apply_fenced(index, ops, using=checkpoint_database(index))  # groups being rebuilt: journaled
     return len(ops)
@@ -96,6 +80,12 @@ def record_created_at(record: dict) -> datetime | None:
 def _stream_table(stream_arn: str) -> str:
     """The table part of a stream ARN (arn:...:table/<name>)."""
     return stream_arn.split("/stream/", 1)[0]
+
+
+def sources_of_table(table: str) -> list[BaseSource]:
+    from pagination_index import sources
+
+    return sources.for_table(table)
 
 
 def _error_code(exc: ClientError) -> str:
@@ -189,9 +179,13 @@ class StreamConsumer:
     def __init__(self, *, index: BaseIndex, stream_arn: str, batch_size: int = 1000,
                  stop_event: threading.Event | None = None, owner: str | None = None,
                  lease_seconds: float = 30.0, backoff: Backoff | None = None,
-                 source: BaseSource | None = None, workers: int = 4):
+                 sources: list[BaseSource] | None = None, workers: int = 4):
         self.index = index
-        self.source = source or get_source()
+        # Every source declared on the stream's table: one record may make ops for each.
+        self.sources = sources if sources is not None else sources_of_table(table_of_stream(stream_arn))
+        if not self.sources:
+            raise ValueError(f"no source is declared on the table of {stream_arn}")
+        self.source = self.sources[0]  # the table's stream ARN and stream client
         self.database = checkpoint_database(index)
         self.stream_arn = stream_arn
         self.batch_size = batch_size
@@ -215,22 +209,17 @@ class StreamConsumer:
 
     # --- calls ------------------------------------------------------------------------------------
     def _call(self, method, **kwargs):
-        """One DynamoDB Streams call, retried with backoff on throttling and network errors."""
-        attempt = 0
-        while True:
-            try:
-                return method(**kwargs)
-            except ClientError as exc:
-                if _error_code(exc) not in RETRYABLE_CODES:
-                    raise
-                error = exc
-            except RETRYABLE_ERRORS as exc:
-                error = exc
-            delay = self.backoff.delay(attempt)
-            attempt += 1
-            logger.warning("%s failed (%s); retry %d in %.2fs", method.__name__, error, attempt, delay)
-            if self.stop_event.wait(delay):
-                raise Stopped
+        """One DynamoDB Streams call. botocore retries it (the BACKGROUND client's adaptive mode); a
+        throttle or network failure that outlasts those attempts is the stream being unavailable,
+        which run() waits out from the checkpoints like an index outage."""
+        try:
+            return method(**kwargs)
+        except BotoCoreError as exc:
+            raise SourceUnavailable(f"{method.__name__}: {exc}") from exc
+        except ClientError as exc:
+            if is_transient(exc):
+                raise SourceUnavailable(f"{method.__name__}: {exc}") from exc
+            raise
 
     # --- shards -------------------------------------------------------------------------------
     def describe_shards(self, **filters) -> list[dict]:
@@ -390,10 +379,7 @@ class StreamConsumer:
         `revisit` seconds for `poll_span` seconds. Network calls run on `workers` threads; applying
         and checkpointing stay on this one (one database connection, a shard's pages in order)."""
         result = PollResult()
-        try:
-            self._poll(result, revisit)
-        except Stopped:
-            pass
+        self._poll(result, revisit)
         return result
 
     def _poll(self, result: PollResult, revisit: float | None = None) -> None:
@@ -562,8 +548,6 @@ class StreamConsumer:
         turn.calls += 1
         try:
             response = future.result()
-        except Stopped:
-            return False
         except ClientError as exc:
             code = _error_code(exc)
             if code == "ExpiredIteratorException":
@@ -638,7 +622,7 @@ class StreamConsumer:
             # A shard's pages in the order read; an item's records are all in one shard (and a child
             # shard's pages come after its parent's), so each item's changes apply in order.
             records = [record for batch in kept for record in batch.records]
-            ops = apply_records(self.index, records, self.source) if records else 0
+            ops = apply_records(self.index, records, self.sources) if records else 0
             now = timezone.now()
             last: dict[str, Batch] = {}
             records_of: dict[str, int] = {}  # records committed per shard
@@ -711,7 +695,7 @@ class StreamConsumer:
                     if not result.records:
                         self.lag.note(0.0)  # caught up: nothing is waiting
                     self.lag.flush(force=once and not result.records)
-                except (IndexUnavailable, DatabaseError) as exc:
+                except (IndexUnavailable, SourceUnavailable, DatabaseError) as exc:
                     failures += 1
                     if once and failures > ONCE_OUTAGE_RETRIES:
                         raise
@@ -723,6 +707,7 @@ class StreamConsumer:
                 total.finished_shards += result.finished_shards
                 total.trimmed += result.trimmed
                 total.leased_elsewhere = result.leased_elsewhere
+                signals.stream_polled.send(type(self), consumer=self, result=result)
                 if on_poll:
                     on_poll(result)
                 if once:
@@ -743,12 +728,12 @@ class StreamConsumer:
         return total
 
     def _wait_out_outage(self, exc: Exception, failures: int) -> None:
-        """The index or the checkpoint database is down: nothing was checkpointed past what was
-        applied, so wait and poll again from the checkpoints (re-applying a batch is harmless)."""
+        """The index, the stream or the checkpoint database is down: nothing was checkpointed past
+        what was applied, so wait and poll again from the checkpoints (re-applying a batch is harmless)."""
         connections[self.database].close()  # a connection broken by the outage is not reused
         self._iterators.clear()
         delay = self.backoff.delay(failures)
-        logger.warning("index or checkpoint database unavailable (%s); polling again in %.2fs", exc, delay)
+        logger.warning("index, stream or checkpoint database unavailable (%s); polling again in %.2fs", exc, delay)
         self.stop_event.wait(delay)
 
 

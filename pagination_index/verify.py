@@ -1,6 +1,6 @@
 """Comparing an index group with the table's truth, entry by entry and in full order, as streams.
 
-The table's entries arrive newest first (BaseSource.unit_entries) and the index's are read in
+The table's entries arrive newest first (BaseSource.group_entries) and the index's are read in
 slices, so a comparison holds a bounded window of entries whatever the group's size: the index's
 entries pass through a reordering window (entries out of place by less than ORDER_WINDOW ranks are
 put back in order, and counted as misordered), then one merge of two sorted streams counts what is

@@ -3,7 +3,7 @@ import logging
 from django.apps import AppConfig
 from django.core.signals import request_finished, request_started
 
-from aws.retries import page_retries
+from pagination_index.aws.retries import page_retries
 from shop.logs import current_request_id
 
 

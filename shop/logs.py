@@ -7,13 +7,16 @@ shop.middleware.RequestLogMiddleware sets.
 """
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 from datetime import datetime, timezone
 
+from pagination_index.aws import request_tag
+
 # The id of the request this thread is serving; None outside a request (commands, sync_index, start-up).
-current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+# It is the pagination index's request tag too, so every attempt of a page's AWS calls is named by it
+# at an emulator (the strict endpoint's request log).
+current_request_id = request_tag
 
 
 class RequestIdFilter(logging.Filter):

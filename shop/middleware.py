@@ -16,10 +16,11 @@ from django.middleware.http import ConditionalGetMiddleware
 from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 
-from aws.retries import RetryBudget, page_retries
 from comments.table.client import StoreUnavailable
 from metrics import cache_lookup, observe_request
 from pagination_index import IndexUnavailable
+from pagination_index.aws.retries import RetryBudget, page_retries
+from pagination_index.conf import index_settings
 from shop.errors import request_too_large
 from shop.logs import current_request_id
 
@@ -34,7 +35,7 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 class RequestLogMiddleware:
     """One structured log line per request, and a request id echoed in the X-Request-ID header.
 
-    The request's DynamoDB retry budget (aws.retries.page_retries) is set here too.
+    The request's DynamoDB retry budget (pagination_index.aws.retries.page_retries) is set here too.
 
     The id is also this thread's `shop.logs.current_request_id` while the request is served, so every
     line logged meanwhile carries it (shop.logs.RequestIdFilter); shop.apps clears it when the response
@@ -52,7 +53,7 @@ class RequestLogMiddleware:
         incoming = request.headers.get(REQUEST_ID_HEADER, "")
         request.request_id = incoming if REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
         current_request_id.set(request.request_id)
-        page_retries.set(RetryBudget(settings.DYNAMODB["MAX_ATTEMPTS"] - 1))
+        page_retries.set(RetryBudget(index_settings.AWS["MAX_ATTEMPTS"] - 1))
         response = self.get_response(request)
         observe_request(request, response, time.perf_counter() - started)
         response[REQUEST_ID_HEADER] = request.request_id

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "django.contrib.sitemaps",  # the sitemaps framework's templates (the domain is the request's host)
     "pagination_index",
+    "metrics",  # before the apps whose requests it counts: it connects to the index's signals
     "shop",
     "comments",
     "ops",
@@ -149,39 +150,16 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # turning a done request (a stored comment) into a 400 or 500 (shop/sessions.py).
 SESSION_ENGINE = "shop.sessions"
 
-# The comments table. An empty DYNAMODB_ENDPOINT_URL means real AWS through boto3's default
-# credential chain. GSI byProduct (PK2, SK) serves product pages, byRating (PK2R, SK) filtered ones.
-DYNAMODB = {
-    "ENDPOINT_URL": os.environ.get("DYNAMODB_ENDPOINT_URL", "http://127.0.0.1:8001") or None,
-    "REGION": os.environ.get("AWS_REGION", os.environ.get("AWS_DEFAULT_REGION", "us-east-1")),
-    "TABLE": os.environ.get("COMMENTS_TABLE", "comments"),
-    "GSI": "byProduct",
-    "RATING_GSI": "byRating",
-    # Seconds to connect and to wait for an answer, and attempts per call (the first included).
-    "CONNECT_TIMEOUT": float(os.environ.get("DYNAMODB_CONNECT_TIMEOUT", "1")),
-    "READ_TIMEOUT": float(os.environ.get("DYNAMODB_READ_TIMEOUT", "5")),
-    "BULK_READ_TIMEOUT": float(os.environ.get("DYNAMODB_BULK_READ_TIMEOUT", "60")),  # rebuild, verify
-    "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
-}
-
-# How every AWS client is built (aws/__init__.py): credentials always from boto3's default chain (keys
-# "local" only for an emulator's endpoint when the chain has none); the CA bundle from AWS_CA_BUNDLE
-# or the profile's ca_bundle, proxies from HTTPS_PROXY/NO_PROXY, as botocore reads them; VERIFY_TLS
-# off (AWS_VERIFY_TLS=0) skips certificate checks, for an emulator with a self-made certificate only.
-# Page requests get DYNAMODB_MAX_ATTEMPTS; sync_index, the Lambda handler and the DynamoDB index's
-# writes get botocore's adaptive mode with BACKGROUND_MAX_ATTEMPTS, bulk commands (rebuild_index,
-# verify_index, backfill_rating_keys) with BULK_MAX_ATTEMPTS.
-AWS = {
-    "VERIFY_TLS": env_bool("AWS_VERIFY_TLS", True),
-    "BACKGROUND_MAX_ATTEMPTS": int(os.environ.get("AWS_BACKGROUND_MAX_ATTEMPTS", "10")),
-    "BULK_MAX_ATTEMPTS": int(os.environ.get("AWS_BULK_MAX_ATTEMPTS", "20")),
-}
+# The comments table (docs/architecture.md, "Data model"): GSI byProduct (PK2, SK) serves product pages,
+# byRating (PK2R, SK) filtered ones. Each GSI is a source of the pagination index (below).
+COMMENTS_TABLE = os.environ.get("COMMENTS_TABLE", "comments")
 
 # Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # --- Pagination index -----------------------------------------------------------------------
-# The backend by short name or dotted path; the table it mirrors (a BaseSource) by dotted path.
+# The library's one settings dict (docs/library/configuration.md has every key and its default). The
+# shop fills it from its environment variables (docs/reference.md).
 PAGINATION_INDEX_BACKENDS = {
     "relational": "pagination_index.backends.relational.RelationalIndex",
     "redis": "pagination_index.backends.redis.RedisIndex",
@@ -190,9 +168,68 @@ PAGINATION_INDEX_BACKENDS = {
     "resp": "pagination_index.backends.resp.RespIndex",
 }
 _index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
+# Pages 1..FAST_PAGES share one Query result, and their counts, for this many seconds (0 disables).
+COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
+COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
+COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
+_comment_source = {
+    "TABLE": COMMENTS_TABLE,
+    "SORT_KEY": "SK",
+    # Declared, so pages never need DescribeTable: the table key is PK (the member) and SK.
+    "GROUP_KEY_TYPE": "S",
+    "SORT_KEY_TYPE": "S",
+    "MEMBER_KEYS": ["PK"],
+    # Groups are bare SKUs and "SKU/rating", as indexes built before sources had names hold them; the
+    # two classes tell them apart (comments/table/source.py).
+    "GROUP_PREFIX": "",
+    "FAST_ITEMS": COMMENTS_FAST_PAGES * COMMENTS_PAGE_SIZE,
+    "CACHE_SECONDS": COMMENTS_FAST_CACHE_SECONDS,
+}
 PAGINATION_INDEX = {
     "BACKEND": PAGINATION_INDEX_BACKENDS.get(_index_backend, _index_backend),
     "OPTIONS": {},
+    "SOURCES": {
+        "comments": {**_comment_source, "INDEX": "byProduct", "GROUP_KEY": "PK2",
+                     "CLASS": "comments.table.source.ProductComments"},
+        "comment_ratings": {**_comment_source, "INDEX": "byRating", "GROUP_KEY": "PK2R",
+                            "CLASS": "comments.table.source.ProductRatingComments"},
+    },
+    # After an index call fails, pages fail fast (503) for this many seconds instead of each call
+    # waiting out the store's timeouts again (0 disables).
+    "FAIL_FAST_SECONDS": float(os.environ.get("PAGINATION_INDEX_FAIL_FAST_SECONDS", "2")),
+    # Every AWS client (pagination_index/aws/): credentials always from boto3's default chain (keys
+    # "local" only for an emulator's endpoint when the chain has none); the region and endpoint as boto3
+    # finds them (AWS_REGION, AWS_ENDPOINT_URL...), unless DYNAMODB_ENDPOINT_URL points DynamoDB and its
+    # streams elsewhere (make run: DynamoDB Local); the CA bundle from AWS_CA_BUNDLE or the profile,
+    # proxies from HTTPS_PROXY/NO_PROXY, as botocore reads them; AWS_VERIFY_TLS=0 skips certificate
+    # checks, for an emulator with a self-made certificate only. Page requests get DYNAMODB_MAX_ATTEMPTS
+    # attempts per call; sync_index and the DynamoDB index's writes botocore's adaptive mode with
+    # AWS_BACKGROUND_MAX_ATTEMPTS, bulk commands with AWS_BULK_MAX_ATTEMPTS.
+    "AWS": {
+        "ENDPOINT_URL": os.environ.get("DYNAMODB_ENDPOINT_URL") or None,
+        "REGION": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None,
+        "CONNECT_TIMEOUT": float(os.environ.get("DYNAMODB_CONNECT_TIMEOUT", "1")),
+        "READ_TIMEOUT": float(os.environ.get("DYNAMODB_READ_TIMEOUT", "5")),
+        "BULK_READ_TIMEOUT": float(os.environ.get("DYNAMODB_BULK_READ_TIMEOUT", "60")),
+        "MAX_ATTEMPTS": int(os.environ.get("DYNAMODB_MAX_ATTEMPTS", "3")),
+        "BACKGROUND_MAX_ATTEMPTS": int(os.environ.get("AWS_BACKGROUND_MAX_ATTEMPTS", "10")),
+        "BULK_MAX_ATTEMPTS": int(os.environ.get("AWS_BULK_MAX_ATTEMPTS", "20")),
+        "VERIFY_TLS": env_bool("AWS_VERIFY_TLS", True),
+    },
+    "SYNC": {
+        # Seconds between polls when caught up, and how long a shard lease lasts unless renewed (how
+        # soon a standby sync_index takes over).
+        "POLL_SECONDS": float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1")),
+        "LEASE_SECONDS": float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30")),
+        # Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
+        "WORKERS": int(os.environ.get("SYNC_INDEX_WORKERS", "4")),
+        # The consumer records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS.
+        "LAG_SAMPLE_SECONDS": float(os.environ.get("LAG_SAMPLE_SECONDS", "10")),
+        "LAG_SAMPLE_KEEP_HOURS": float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6")),
+    },
+    # rebuild_index / verify_index --repair: the wait between fencing a wave of groups and reading them,
+    # for writes on their way to the index and for the GSIs' propagation behind the table.
+    "REBUILD": {"SETTLE_SECONDS": float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))},
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["relational"]:
     # Counted blocks: entries per level-0 block and blocks per upper block, each kept within half
@@ -221,19 +258,14 @@ PAGINATION_INDEX_REDIS = {  # RedisIndex OPTIONS
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["redis"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_REDIS)
 # PAGINATION_INDEX_BACKEND=dynamodb: the index in a DynamoDB table of its own (docs/backends-dynamodb.md),
-# by default on the comments table's endpoint, named after it with "-pidx"; created on first write.
+# on the comments table's endpoint, named after it with "-pidx"; made by `create_tables`.
 # PAGE_SIZE: entries per page item (an item holds at most 400 KB; 20 entries are about 1.2 KB).
 # MAX_SHIFT: page items one insert/delete may shift (at most 90); past that the group is marked and
 # sync_index's re-mark shifts them in the background.
 PAGINATION_INDEX_DYNAMODB = {  # DynamoDBIndex OPTIONS
-    "ENDPOINT_URL": DYNAMODB["ENDPOINT_URL"],
-    "REGION": DYNAMODB["REGION"],
-    "TABLE": os.environ.get("PAGINATION_INDEX_DYNAMODB_TABLE", f"{DYNAMODB['TABLE']}-pidx"),
+    "TABLE": os.environ.get("PAGINATION_INDEX_DYNAMODB_TABLE", f"{COMMENTS_TABLE}-pidx"),
     "PAGE_SIZE": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_PAGE_SIZE", "20")),
     "MAX_SHIFT": int(os.environ.get("PAGINATION_INDEX_DYNAMODB_MAX_SHIFT", "20")),
-    "CONNECT_TIMEOUT": DYNAMODB["CONNECT_TIMEOUT"],
-    "READ_TIMEOUT": DYNAMODB["READ_TIMEOUT"],
-    "MAX_ATTEMPTS": DYNAMODB["MAX_ATTEMPTS"],
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["dynamodb"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_DYNAMODB)
@@ -248,7 +280,6 @@ PAGINATION_INDEX_FILES = {  # FileIndex OPTIONS
     "S3_BUCKET": os.environ.get("PAGINATION_INDEX_S3_BUCKET", ""),
     "S3_PREFIX": os.environ.get("PAGINATION_INDEX_S3_PREFIX", "pagination-index/"),
     "S3_ENDPOINT_URL": os.environ.get("PAGINATION_INDEX_S3_ENDPOINT_URL", ""),
-    "S3_REGION": DYNAMODB["REGION"],
     "MANIFEST_SECONDS": float(os.environ.get("PAGINATION_INDEX_S3_MANIFEST_SECONDS", "1")),
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["files"]:
@@ -282,31 +313,13 @@ PAGINATION_INDEX_RESP_SERVER = {
     "TLS_CERT_FILE": os.environ.get("PAGINATION_INDEX_RESP_TLS_CERT_FILE", ""),
     "TLS_KEY_FILE": os.environ.get("PAGINATION_INDEX_RESP_TLS_KEY_FILE", ""),
 }
-# After an index call fails, pages fail fast (503) for this many seconds instead of each call
-# waiting out the store's timeouts again (0 disables).
-PAGINATION_INDEX_FAIL_FAST_SECONDS = float(os.environ.get("PAGINATION_INDEX_FAIL_FAST_SECONDS", "2"))
-PAGINATION_INDEX_SOURCE = {
-    "BACKEND": os.environ.get("PAGINATION_INDEX_SOURCE", "comments.table.source.CommentsTableSource"),
-    "OPTIONS": {},
-}
 
-# Stream sync: seconds between polls when caught up, and how long a shard lease lasts unless
-# renewed (how soon a standby sync_index takes over).
-SYNC_INDEX_POLL_SECONDS = float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1"))
-SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
-# rebuild_index / verify_index --repair: the wait between fencing a wave of products and reading
-# them, for writes on their way to the index and for the GSIs' propagation behind the table.
-REBUILD_SETTLE_SECONDS = float(os.environ.get("REBUILD_SETTLE_SECONDS", "1"))
-# Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
-SYNC_INDEX_WORKERS = int(os.environ.get("SYNC_INDEX_WORKERS", "4"))
 # sync_index serves Prometheus metrics on this port (0: not at all); the web's are at /metrics.
 SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))
 # Addresses allowed to read /metrics (Prometheus' hosts); anyone else gets a 404.
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 
 # --- Comment pages, posting and the API -----------------------------------------------------
-COMMENTS_PAGE_SIZE = int(os.environ.get("COMMENTS_PAGE_SIZE", "20"))
-COMMENTS_FAST_PAGES = int(os.environ.get("COMMENTS_FAST_PAGES", "10"))
 # What ?page=N means on a product's unfiltered pages: "newest" (page 1 = the newest comments, so
 # every post shifts every page) or "stable" (archive pages counted from the oldest comment, so a
 # post changes the landing page and the newest archive page only). docs/architecture.md, "Stable
@@ -343,11 +356,6 @@ else:
     _default_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shop"}
 # Never on the Redis index's database (PAGINATION_INDEX_REDIS_URL): a cache's clear() is FLUSHDB.
 CACHES = {"default": _default_cache}
-# Pages 1..FAST_PAGES share one Query result, and their counts, for this many seconds (0 disables).
-COMMENTS_FAST_CACHE_SECONDS = float(os.environ.get("COMMENTS_FAST_CACHE_SECONDS", "2"))
-# A window expired less than this many seconds ago is still served while a background thread reads it
-# again, so no page view waits on DynamoDB for a window its process has (0: the request reads it).
-COMMENTS_FAST_STALE_SECONDS = float(os.environ.get("COMMENTS_FAST_STALE_SECONDS", "10"))
 # Product pages' rendered HTML is kept for this many seconds, keyed by a digest of everything it
 # shows (never stale; 0 renders every request).
 COMMENTS_RENDERED_CACHE_SECONDS = int(os.environ.get("COMMENTS_RENDERED_CACHE_SECONDS", "60"))
@@ -444,9 +452,6 @@ LOGGING = {
 # --- Operations -----------------------------------------------------------------------------
 # A dependency that is down (DynamoDB, the index) is answered 503 with this Retry-After.
 RETRY_AFTER_SECONDS = int(os.environ.get("RETRY_AFTER_SECONDS", "30"))
-# sync_index records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS of samples.
-LAG_SAMPLE_SECONDS = float(os.environ.get("LAG_SAMPLE_SECONDS", "10"))
-LAG_SAMPLE_KEEP_HOURS = float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6"))
 # Products a page of /ops/ lists (index counts only; a product's exact table count is asked for).
 OPS_PRODUCTS_PER_PAGE = int(os.environ.get("OPS_PRODUCTS_PER_PAGE", "100"))
 # Products a catalogue page lists.

@@ -9,10 +9,11 @@ import uuid
 import pytest
 from django.test import override_settings
 
-import tests.signals  # noqa: F401  (override_settings resets the index and the AWS clients)
+import tests.signals  # noqa: F401  (override_settings of the caches and databases resets the index)
 from comments.table.schema import create_tables, delete_tables
-from pagination_index import reset_index
+from pagination_index import reset as reset_index
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from tests.config import aws_settings, index_config, set_cache_seconds, table_settings
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 # Every AWS action the suite calls, checked against the deploy template's roles (tests/deploy/).
@@ -38,21 +39,20 @@ def dynamodb_local():
 
 @pytest.fixture(scope="session")
 def dynamodb_settings(request, dynamodb_local):
-    """settings.DYNAMODB on the session's DynamoDB Local; with STRICT_DYNAMODB=1 in the environment,
-    on the strict endpoint in front of it (with its credentials and CA in the environment) instead."""
+    """PAGINATION_INDEX["AWS"] on the session's DynamoDB Local; with STRICT_DYNAMODB=1 in the
+    environment, on the strict endpoint in front of it (with its credentials and CA in the environment)
+    instead. Yields the AWS settings dict (its ENDPOINT_URL)."""
     from django.conf import settings
 
     if not STRICT_SUITE:
-        config = dict(settings.DYNAMODB, ENDPOINT_URL=dynamodb_local.endpoint_url)
-        with override_settings(DYNAMODB=config):
-            yield config
+        with aws_settings(ENDPOINT_URL=dynamodb_local.endpoint_url):
+            yield settings.PAGINATION_INDEX["AWS"]
         return
     endpoint = request.getfixturevalue("strict_endpoint")
     with pytest.MonkeyPatch.context() as patch:
         _strict_environment(patch, endpoint)
-        config = dict(settings.DYNAMODB, ENDPOINT_URL=endpoint.url)
-        with override_settings(DYNAMODB=config):
-            yield config
+        with aws_settings(ENDPOINT_URL=endpoint.url):
+            yield settings.PAGINATION_INDEX["AWS"]
 
 
 # --- The strict DynamoDB endpoint (stack/strict_endpoint/, docs/testing.md) ---------------------------
@@ -88,17 +88,17 @@ def _strict_environment(patch: pytest.MonkeyPatch, endpoint) -> None:
 
 @pytest.fixture
 def strict_dynamodb_settings(strict_endpoint, monkeypatch):
-    """Like dynamodb_settings, for one test: DYNAMODB["ENDPOINT_URL"] is the strict endpoint, AWS_CA_BUNDLE
-    its CA and the environment holds its default credentials (AKIA..., 40-character secret). The endpoint
-    starts the test as configured at start-up (no faults or policies; meter and request log empty).
-    Request it before `comments_table` (or with `pytest.mark.usefixtures`) so the table is made through it."""
+    """Like dynamodb_settings, for one test: PAGINATION_INDEX["AWS"]["ENDPOINT_URL"] is the strict
+    endpoint, AWS_CA_BUNDLE its CA and the environment holds its default credentials (AKIA..., 40-character
+    secret). The endpoint starts the test as configured at start-up (no faults or policies; meter and
+    request log empty). Request it before `comments_table` (or with `pytest.mark.usefixtures`) so the
+    table is made through it."""
     from django.conf import settings
 
     strict_endpoint.reset()
     _strict_environment(monkeypatch, strict_endpoint)
-    config = dict(settings.DYNAMODB, ENDPOINT_URL=strict_endpoint.url)
-    with override_settings(DYNAMODB=config):
-        yield config
+    with aws_settings(ENDPOINT_URL=strict_endpoint.url):
+        yield settings.PAGINATION_INDEX["AWS"]
 
 
 # The emulated stream and lagging GSIs (issue 28): options every test starts from.
@@ -133,21 +133,18 @@ def aws_stream_settings(aws_stream_endpoint, monkeypatch):
     aws_stream_endpoint.configure_hook("streams", **AWS_STREAM_DEFAULTS)
     aws_stream_endpoint.configure_hook("gsi_view", lag_seconds=0)
     _strict_environment(monkeypatch, aws_stream_endpoint)
-    config = dict(settings.DYNAMODB, ENDPOINT_URL=aws_stream_endpoint.url)
-    with override_settings(DYNAMODB=config):
+    with aws_settings(ENDPOINT_URL=aws_stream_endpoint.url):
         yield aws_stream_endpoint
 
 
 def _table(dynamodb_settings):
-    """A table of its own on whatever endpoint settings.DYNAMODB names now (the strict one when a test
+    """A table of its own on whatever endpoint the settings name now (the strict one when a test
     asked for strict_dynamodb_settings first)."""
-    from django.conf import settings
-
-    config = dict(settings.DYNAMODB, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
-    with override_settings(DYNAMODB=config):
+    table = f"comments-{uuid.uuid4().hex[:12]}"
+    with table_settings(table):
         create_tables()
         try:
-            yield config["TABLE"]
+            yield table
         finally:
             delete_tables()
 
@@ -196,15 +193,15 @@ def _empty_caches(settings):
     (tests/shop/test_unavailable.py tests failing fast)."""
     from django.core.cache import cache
 
-    settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0
-    cache.clear()  # the processes' unpickled windows go with it: they are served only while stamped there
+    settings.PAGINATION_INDEX = index_config(FAIL_FAST_SECONDS=0)
+    cache.clear()  # the windows each process unpickled are versioned by generations kept there: they go too
 
 
 @pytest.fixture
 def cold_reads(settings):
-    """Nothing shared between requests for a few seconds (COMMENTS_FAST_CACHE_SECONDS=0): for tests
+    """Nothing shared between requests for a few seconds (the sources' CACHE_SECONDS=0): for tests
     that write to DynamoDB or the index directly and read the page straight back."""
-    settings.COMMENTS_FAST_CACHE_SECONDS = 0
+    set_cache_seconds(settings, 0)
 
 
 @pytest.fixture(scope="session")
@@ -347,7 +344,7 @@ def dynamodb_index_options(dynamodb_settings):
     """A fresh index table of its own on DynamoDB Local, deleted afterwards."""
     from pagination_index.backends.dynamodb import DynamoDBIndex
 
-    options = {"ENDPOINT_URL": dynamodb_settings["ENDPOINT_URL"], "TABLE": f"pidx-{uuid.uuid4().hex[:12]}", "PAGE_SIZE": 3}
+    options = {"TABLE": f"pidx-{uuid.uuid4().hex[:12]}", "PAGE_SIZE": 3}
     index = DynamoDBIndex(options)
     index.create_table()
     yield options
@@ -428,5 +425,5 @@ def index_backend(request, settings):
     else:
         options = request.getfixturevalue("redis_index_options")
     backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]
-    settings.PAGINATION_INDEX = {"BACKEND": backend, "OPTIONS": options}
+    settings.PAGINATION_INDEX = index_config(BACKEND=backend, OPTIONS=options)
     return name

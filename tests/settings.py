@@ -17,4 +17,7 @@ RESPONSE_MICRO_CACHE_SECONDS = 0
 
 # DynamoDB Local updates its GSIs with the table write, and the tests drive the consumers
 # themselves: a rebuild need not wait for writes in flight (tests/pagination_index covers fences).
-REBUILD_SETTLE_SECONDS = 0
+PAGINATION_INDEX["REBUILD"] = {"SETTLE_SECONDS": 0}  # noqa: F405
+# The site's own endpoint when a test sets none: nothing listens there, so a test that forgot to ask for
+# DynamoDB Local fails at once instead of reaching AWS.
+PAGINATION_INDEX["AWS"]["ENDPOINT_URL"] = PAGINATION_INDEX["AWS"]["ENDPOINT_URL"] or "http://127.0.0.1:9"  # noqa: F405

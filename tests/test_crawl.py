@@ -25,7 +25,7 @@ def crawl_comments(module_table):
 def crawl_site(db, crawl_comments):
     for sku in PRODUCTS:
         factories.product(sku, f"Crawled {sku.lower()}")
-    call_command("rebuild_index", product=list(crawl_comments), verbosity=0)
+    call_command("rebuild_index", group=list(crawl_comments), verbosity=0)
     return crawl_comments
 
 

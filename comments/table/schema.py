@@ -6,9 +6,9 @@ import logging
 import time
 
 from botocore.exceptions import ClientError
-from django.conf import settings
 
 from comments.table.client import dynamodb
+from pagination_index import aws
 from comments.table.keys import GROUP, MEMBER, RATING_GROUP, SORT_KEY, product_index_name, rating_index_name, table_name
 
 # DescribeTable between looks at a GSI being created (AWS refreshes its backfill figures slowly).
@@ -85,9 +85,9 @@ def enable_point_in_time_recovery() -> None:
             return
         except ClientError as exc:
             code = exc.response["Error"]["Code"]
-            if code == "UnknownOperationException" and settings.DYNAMODB.get("ENDPOINT_URL"):
-                logger.warning("%s has no point-in-time recovery (DynamoDB Local); not enabled",
-                               settings.DYNAMODB["ENDPOINT_URL"])
+            endpoint = aws.endpoint_url("dynamodb")
+            if code == "UnknownOperationException" and endpoint:
+                logger.warning("%s has no point-in-time recovery (DynamoDB Local); not enabled", endpoint)
                 return
             if code != "ContinuousBackupsUnavailableException" or time.monotonic() > deadline:
                 raise

@@ -145,9 +145,14 @@ class BaseIndex:
       `pending_groups()` lists (the files backend; commit_index).
     - `table` / `create_table()`: the store's own table where the backend has one (DynamoDB), and
       making it (`make run`).
+    - `sort_keys`: None when any sort key text is stored as it is; "iso8601" or "integer" when the
+      backend stores a sort key as a number (Redis scores, the files backend's records), which then
+      must be an ISO-8601 timestamp with microseconds, or a whole number (checks.py compares it with
+      the sources' sort key types).
     """
 
     database_alias: str | None = None
+    sort_keys: str | None = None
     partial_failures: bool = False
     write_ahead_log: bool = False
     table: str | None = None

@@ -36,8 +36,8 @@ from typing import Callable, Iterable, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-import aws
-from aws.retries import RACE, batch_get, batch_write
+from pagination_index import aws
+from pagination_index.aws.retries import RACE, batch_get, batch_write
 
 from .base import Entry, NetWriteIndex, Removal, chunked, is_newer, newest_first
 
@@ -157,14 +157,15 @@ class DynamoDBIndex(NetWriteIndex):
 
     def __init__(self, options: dict | None = None):
         super().__init__(options)
-        self.table = self.options.get("TABLE", "comments-pidx")
+        self.table = self.options.get("TABLE", "pagination-index")
         self.page_size = int(self.options.get("PAGE_SIZE", 20))
         # Page items one write may shift; more, and the group is marked for remark(). At most 90:
         # a transaction holds 100 items (the stats item, the pages, member items).
         self.max_shift = max(1, min(int(self.options.get("MAX_SHIFT", 20)), 90))
-        where = dict(region=self.options.get("REGION", "us-east-1"), endpoint_url=self.options.get("ENDPOINT_URL") or None,
-                     connect_timeout=self.options.get("CONNECT_TIMEOUT", 2), read_timeout=self.options.get("READ_TIMEOUT", 5))
-        self.client = aws.client("dynamodb", aws.PAGE, attempts=self.options.get("MAX_ATTEMPTS", 3), **where)
+        # REGION, ENDPOINT_URL and the timeouts default to PAGINATION_INDEX["AWS"] (boto3's configuration).
+        where = dict(region_name=self.options.get("REGION") or None, endpoint=self.options.get("ENDPOINT_URL") or None,
+                     connect_timeout=self.options.get("CONNECT_TIMEOUT"), read_timeout=self.options.get("READ_TIMEOUT"))
+        self.client = aws.client("dynamodb", aws.PAGE, attempts=self.options.get("MAX_ATTEMPTS"), **where)
         self.writer = aws.client("dynamodb", aws.BACKGROUND, **where)
 
     # --- table: made by `manage.py create_tables` only, never from the write path ------------------

@@ -1,7 +1,7 @@
 """FailFastIndex: a wrapper backend, the index as request handling uses it (`pagination_index.index`).
 
 Once a call fails with IndexUnavailable, every call fails at once for
-settings.PAGINATION_INDEX_FAIL_FAST_SECONDS instead of each waiting out its own timeouts (a page
+PAGINATION_INDEX["FAIL_FAST_SECONDS"] instead of each waiting out its own timeouts (a page
 makes several calls), so a dead or frozen store is a quick 503 and no worker thread queues behind it;
 unless the wrapped backend declares partial_failures (one lost part must not take the others' pages
 down). Commands and the stream consumer use the wrapped backend itself (get_index()): they wait.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import time
 
-from django.conf import settings
+from pagination_index.conf import index_settings
 
 from pagination_index.backends.base import BaseIndex, IndexUnavailable
 
@@ -40,7 +40,7 @@ class FailFastIndex(BaseIndex):
 
     def _call(self, name: str, args, kwargs):
         wrapped = self.wrapped
-        if (time.monotonic() - self._failed_at < settings.PAGINATION_INDEX_FAIL_FAST_SECONDS
+        if (time.monotonic() - self._failed_at < index_settings.FAIL_FAST_SECONDS
                 and not wrapped.partial_failures):
             raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
         try:

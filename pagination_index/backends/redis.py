@@ -185,6 +185,9 @@ class RedisIndex(NetWriteIndex):
     django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS,
     PASSWORD, ...), which a cluster client takes too."""
 
+    # Sort keys are stored as integers: ISO-8601 timestamps with microseconds (sortkeys.py).
+    sort_keys = "iso8601"
+
     unavailable_errors = FAILURES
     error_label = "redis index"
     # Members as stored and back (the RESP backend's server stores them as text).

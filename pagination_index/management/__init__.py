@@ -3,9 +3,9 @@ import functools
 
 from django.core.management.base import BaseCommand, CommandError
 
-from pagination_index import IndexUnavailable, NoStream, SourceUnavailable
+from pagination_index import IndexUnavailable, NoStream, SourceUnavailable, sources
 from pagination_index.progress import Progress, write_plain
-from pagination_index.sources import BaseSource
+from pagination_index.sources import BaseSource, InvalidSourceError
 
 
 class ReportingCommand(BaseCommand):
@@ -44,6 +44,17 @@ def stream_arn(source: BaseSource) -> str:
         return source.stream_arn()
     except NoStream as exc:
         raise CommandError(str(exc)) from exc
+
+
+def chosen_sources(names: list[str]) -> list[BaseSource]:
+    """The sources a command's --source options name (every declared one when none), or its error."""
+    try:
+        chosen = [sources[name] for name in names] if names else list(sources)
+    except InvalidSourceError as exc:
+        raise CommandError(str(exc)) from exc
+    if not chosen:
+        raise CommandError("PAGINATION_INDEX['SOURCES'] declares no source.")
+    return chosen
 
 
 def reports_unavailable(handle):

@@ -92,7 +92,7 @@ class Charge:
 
 
 class Meter:
-    """Units by operation, by table/index, by access key and by X-Shop-Request-Id."""
+    """Units by operation, by table/index, by access key and by X-Request-Tag."""
 
     DIMENSIONS = ("operation", "resource", "key_id", "request_id")
 

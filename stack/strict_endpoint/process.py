@@ -162,7 +162,7 @@ class StrictEndpoint:
 
     def meter(self) -> dict:
         """Read and write units: total, by_operation, by_resource (table or table/index/name), by_key_id,
-        by_request_id (X-Shop-Request-Id)."""
+        by_request_id (X-Request-Tag)."""
         return self.admin("GET", "/meter")
 
     def reset_meter(self) -> None:

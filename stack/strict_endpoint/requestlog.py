@@ -1,6 +1,6 @@
 """Every attempt the endpoint answered, with what botocore says about it (`amz-sdk-invocation-id`: one
 id per API call, the same on each of its retries; `amz-sdk-request: attempt=N; max=M`) and the caller's
-`X-Shop-Request-Id` (one page request), so a test can count attempts per call and per page request
+`X-Request-Tag` (one page request), so a test can count attempts per call and per page request
 and see the gaps between them."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class Attempt:
     invocation_id: str | None
     attempt: int | None
     max_attempts: int | None
-    request_id: str | None  # X-Shop-Request-Id
+    request_id: str | None  # X-Request-Tag
     status: int = 0
     error: str | None = None
     fault: str | None = None  # the injected fault, if any
@@ -46,7 +46,7 @@ class RequestLog:
             attempt = int(match[1])
             max_attempts = int(match[2]) if match[2] else None
         entry = Attempt(self._seq, at, service, operation, key_id, principal, list(tables), index,
-                        headers.get("amz-sdk-invocation-id"), attempt, max_attempts, headers.get("X-Shop-Request-Id"))
+                        headers.get("amz-sdk-invocation-id"), attempt, max_attempts, headers.get("X-Request-Tag"))
         self._entries.append(entry)
         return entry
 
@@ -57,7 +57,7 @@ class RequestLog:
         self._entries.clear()
 
     def summary(self) -> dict:
-        """Attempts grouped by botocore invocation and by X-Shop-Request-Id: count, statuses, errors, and
+        """Attempts grouped by botocore invocation and by X-Request-Tag: count, statuses, errors, and
         the gaps (ms) between one attempt's arrival and the next's."""
         def group(key) -> dict:
             groups: dict[str, list[Attempt]] = {}

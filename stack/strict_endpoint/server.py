@@ -177,7 +177,7 @@ class StrictEndpointServer:
             charges = await self.metering.after(operation, params, status, answer, old, entry.error)
             self.throttle.take(charges, now)
             self.meter.record(operation=operation, key_id=identity.key_id,
-                              request_id=request.headers.get("X-Shop-Request-Id"), charges=charges)
+                              request_id=request.headers.get("X-Request-Tag"), charges=charges)
             entry.read_units = sum(c.read for c in charges)
             entry.write_units = sum(c.write for c in charges)
             if status == 200 and "ConsumedCapacity" in answer:

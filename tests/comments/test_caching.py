@@ -28,7 +28,7 @@ def cached_product(db, cached_comments):
     product = factories.product("CACHE-1", "Cached cups")
     Product.objects.filter(pk=product.pk).update(updated_at=datetime(2019, 1, 1, tzinfo=timezone.utc))
     product.refresh_from_db()
-    call_command("rebuild_index", product=["CACHE-1"], verbosity=0)
+    call_command("rebuild_index", group=["CACHE-1"], verbosity=0)
     return product, cached_comments
 
 
@@ -163,11 +163,11 @@ def test_the_catalogue_has_the_same_conditional_get(client, cached_product, sett
 def test_the_catalogue_etag_follows_the_comment_counts(client, db, module_table):
     factories.product("CACHE-3", "Counted cups")
     factories.seed("CACHE-3", 2, seed=5)
-    call_command("rebuild_index", product=["CACHE-3"], verbosity=0)
+    call_command("rebuild_index", group=["CACHE-3"], verbosity=0)
     etag = client.get("/")["ETag"]
     put_comments([Comment(pk="c" * 32, sk="2030-01-01T00:00:00.000000Z", sku="CACHE-3", author="New",
                           body="Newest", rating=5)])
-    call_command("rebuild_index", product=["CACHE-3"], verbosity=0)
+    call_command("rebuild_index", group=["CACHE-3"], verbosity=0)
     response = client.get("/", headers={"If-None-Match": etag})
     assert response.status_code == 200 and response["ETag"] != etag
     assert '<td class="num">3</td>' in response.content.decode()

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from pagination_index.backends.redis import RedisIndex
 from tests import factories
 from tests.pages import parse
+from tests.config import index_config
 
 TOTAL = 240  # 12 pages: pages 11 and 12 come from the index
 CANDIDATES = [f"FAILOVER-{n}" for n in range(40)]
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 @pytest.fixture
 def cluster_index(settings, redis_cluster, redis_cluster_index_options):
     redis_cluster.wait_until_ok()
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                 "OPTIONS": redis_cluster_index_options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                 "OPTIONS": redis_cluster_index_options})
     return RedisIndex(redis_cluster_index_options)
 
 
@@ -34,7 +35,7 @@ def two_products(module_table, cluster_index, redis_cluster):
     lost, kept = list(owners.values())[:2]
     comments = {sku: factories.seed(sku, TOTAL, seed=n) for n, sku in enumerate((lost, kept))}
     products = {sku: factories.product(sku) for sku in (lost, kept)}
-    call_command("rebuild_index", product=[lost, kept], verbosity=0)
+    call_command("rebuild_index", group=[lost, kept], verbosity=0)
     return [(products[sku], comments[sku]) for sku in (lost, kept)]
 
 

@@ -7,15 +7,16 @@ import random
 from urllib.parse import urlencode
 
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 
 from comments import cursors
 from comments.selectors import product_comment_cursor_page, product_comment_page, product_comment_slice
-from comments.union import Position
-from comments.page_cache import FastWindow, PageCache, cache_key, page_cache, product_caches_forget
+from comments.caching import product_caches_forget
+from comments.selectors import comments_query
+from pagination_index.sequence import Position, Window
 from tests import factories
 from tests.pages import parse, walk
+from tests.config import put_shared_window, set_cache_seconds, set_pages, shared_window
 
 SKU = "FILTER-1"
 TOTAL = 2_100
@@ -40,7 +41,7 @@ def filter_comments(module_table):
 @pytest.fixture
 def filter_product(db, filter_comments):
     product = factories.product(SKU, "Filtered kettle")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 
@@ -80,7 +81,7 @@ def numbered_pages(expected, ratings):
 @pytest.mark.parametrize("ratings", COMBINATIONS, ids=lambda combo: "".join(map(str, combo)))
 def test_numbered_pages_and_cursor_walk_visit_each_matching_comment_once_in_order(filter_product, filter_comments,
                                                                                   ratings, settings):
-    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    set_pages(settings, WALK_PER_PAGE, WALK_FAST_PAGES)
     expected = matching(filter_comments, ratings)
     numbered = numbered_pages(expected, ratings)
     assert numbered[-1].has_more() is False
@@ -196,13 +197,13 @@ def _stale_cursor(ratings):
 
 
 def _bad_cursors(ratings):
-    good = cursors.encode(SKU, ratings, Position(20, {f"{SKU}/{r}": (None, 0) for r in ratings}))
+    good = cursors.encode(SKU, ratings, Position(20, {f"{SKU}/{r}": None for r in ratings}))
     other_product = cursors._signer("OTHER").sign_object([1, "".join(map(str, ratings)), 20, [0]], compress=True)
     return {
         "truncated": good[:-3], "cut in half": good[: len(good) // 2], "forged": "x" + good[1:],
         "garbage": "not-a-cursor", "empty": "", "stale format": _stale_cursor(ratings),
         "other product": other_product, "huge": "a" * 5000,
-        "other filter": cursors.encode(SKU, (1,), Position(20, {f"{SKU}/1": (None, 0)})),
+        "other filter": cursors.encode(SKU, (1,), Position(20, {f"{SKU}/1": None})),
     }, good
 
 
@@ -250,19 +251,19 @@ def test_rating_statistics_come_from_the_group_counts(client, filter_product, fi
 
 
 def test_filtered_fast_pages_share_the_per_rating_windows(filter_product, filter_comments, settings):
-    settings.COMMENTS_FAST_CACHE_SECONDS = 60
+    set_cache_seconds(settings, 60)
     product_caches_forget(SKU)
     page = product_comment_page(sku=SKU, number=3, ratings=(1, 2))
     assert page.served_by == "fast"
     assert [c.pk for c in page.object_list] == matching(filter_comments, (1, 2))[40:60]
-    cached = cache.get(cache_key("fast", f"{SKU}/2"))[1]
-    assert cached is not None and cache.get(cache_key("fast", f"{SKU}/5")) is None
+    cached = shared_window(f"{SKU}/2")
+    assert cached is not None and shared_window(f"{SKU}/5") is None
     # Another filter with rating 2 reads the same window: poison it and see the poison served.
-    PageCache.put_window(cache_key("fast", f"{SKU}/2"), FastWindow(cached.comments[:1], True))
+    put_shared_window(f"{SKU}/2", Window(cached.items[:1], True))
     page = product_comment_page(sku=SKU, number=1, ratings=(2,))
-    assert [c.pk for c in page.object_list] == [cached.comments[0].pk]
-    product_caches_forget(SKU)
-    assert cache.get(cache_key("fast", f"{SKU}/2")) is None
+    assert [c.pk for c in page.object_list] == [cached.items[0]["PK"]["S"]]
+    product_caches_forget(SKU)  # the product's generation: its rating groups' windows go with it
+    assert shared_window(f"{SKU}/2") is None
     assert product_comment_page(sku=SKU, number=11, ratings=(1, 2)).served_by == "index"
 
 
@@ -275,7 +276,7 @@ def test_api_offsets_within_the_fast_window_do_not_need_the_index(filter_product
 @pytest.fixture
 def backend_product(filter_comments, index_backend):
     product = factories.product(SKU, "Filtered kettle")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 
@@ -285,7 +286,7 @@ def backend_product(filter_comments, index_backend):
 def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, filter_comments, ratings, settings):
     """The 31-combination walk runs on SQLite; here two combinations on PostgreSQL, Redis and files,
     whose count_newer() is their own code."""
-    settings.COMMENTS_PAGE_SIZE, settings.COMMENTS_FAST_PAGES = WALK_PER_PAGE, WALK_FAST_PAGES
+    set_pages(settings, WALK_PER_PAGE, WALK_FAST_PAGES)
     expected = matching(filter_comments, ratings)
     numbered_pages(expected, ratings)
     for offset in (0, 333, len(expected) // 2 + 7, len(expected) - 5):
@@ -294,35 +295,36 @@ def test_filtered_pages_and_api_on_the_other_backends(client, backend_product, f
 
 
 def test_counts_and_newest_entries_are_as_fresh_as_the_fast_windows(filter_product, filter_comments, settings):
-    """Pages 1..FAST_PAGES, the rating bars and one group's deeper pages reuse the group's count (and
-    a deeper page its newest entry, which dates it) for COMMENTS_FAST_CACHE_SECONDS; a post
-    (product_caches_forget) or 0 seconds reads the index again; a union's deeper pages always do."""
+    """Pages, the rating bars and the deeper pages reuse each group's count and newest entry (which
+    dates a page) for the sources' CACHE_SECONDS, a union's too; a post (product_caches_forget) or 0
+    seconds reads the index again. A page's own boundary and comments are always read afresh."""
     from pagination_index import index
 
     groups, union = [SKU, f"{SKU}/5"], [f"{SKU}/4", f"{SKU}/5"]
-    settings.COMMENTS_FAST_CACHE_SECONDS = 60
+    set_cache_seconds(settings, 60)
     product_caches_forget(SKU)
-    first = page_cache.counts(groups)
+    first = {SKU: comments_query(SKU).count(), f"{SKU}/5": comments_query(SKU, [5]).count()}
     assert first == index.count_many(groups)
     deep = product_comment_page(sku=SKU, number=11)
     assert (deep.served_by, deep.paginator.count) == ("index", first[SKU])
+    both = product_comment_page(sku=SKU, number=11, ratings=(4, 5))
     extra = ("zz-extra", "2099-01-01T00:00:00.000000Z")
     index.add_many(SKU, [extra])
     index.add_many(f"{SKU}/5", [extra])
     try:
-        assert page_cache.counts(groups) == first  # remembered
         again = product_comment_page(sku=SKU, number=11)
         assert (again.paginator.count, again.newest_sk) == (first[SKU], deep.newest_sk)  # remembered
         assert again.object_list[0].pk != deep.object_list[0].pk  # its comments are read afresh: shifted by one
-        both = product_comment_page(sku=SKU, number=11, ratings=(4, 5))  # a union: fresh
-        assert (both.paginator.count, both.newest_sk) == (sum(index.count_many(union).values()), extra[1])
+        union_again = product_comment_page(sku=SKU, number=11, ratings=(4, 5))
+        assert (union_again.paginator.count, union_again.newest_sk) == (both.paginator.count, both.newest_sk)
         product_caches_forget(SKU)
-        assert page_cache.counts(groups) == {SKU: first[SKU] + 1, f"{SKU}/5": first[f"{SKU}/5"] + 1}
         again = product_comment_page(sku=SKU, number=11)
         assert (again.paginator.count, again.newest_sk) == (first[SKU] + 1, extra[1])
-        settings.COMMENTS_FAST_CACHE_SECONDS = 0
+        union_again = product_comment_page(sku=SKU, number=11, ratings=(4, 5))
+        assert (union_again.paginator.count, union_again.newest_sk) == (sum(index.count_many(union).values()), extra[1])
+        set_cache_seconds(settings, 0)
         index.remove_many(SKU, [extra[0]])
-        assert page_cache.counts(groups)[SKU] == first[SKU]
+        assert comments_query(SKU).count() == first[SKU]
         assert product_comment_page(sku=SKU, number=11).newest_sk == deep.newest_sk
     finally:
         index.remove_many(SKU, [extra[0]])

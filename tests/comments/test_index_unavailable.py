@@ -10,6 +10,7 @@ from pagination_index import IndexUnavailable, get_index
 from stack.dynamodb_local import free_port
 from tests import factories
 from tests.pages import parse
+from tests.config import index_config
 
 SKU = "DOWN-1"
 TOTAL = 260  # 13 pages: 10 fast ones, 3 from the index
@@ -32,8 +33,8 @@ def use_redis_at(settings):
     """Point the index (a RedisIndex) at the Redis on `port`."""
 
     def point(port: int) -> None:
-        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                     "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")}
+        settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                     "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")})
 
     return point
 
@@ -65,7 +66,7 @@ def test_closed_port(client, product, use_redis_at):
 
 def test_stopped_server_then_recovery(client, product, down_comments, use_redis_at, redis_server):
     use_redis_at(redis_server.port)
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     expected = parse(client.get(product.get_absolute_url() + "?page=12").content.decode())["comments"]
     assert expected == [(c.pk, c.sk) for c in down_comments[220:240]]
 

@@ -20,6 +20,7 @@ from pagination_index import get_index
 from pagination_index.stream import StreamConsumer
 from tests import factories
 from tests.pagination_index.streams import delete, stream_arn
+from tests.config import set_cache_seconds
 
 pytestmark = [pytest.mark.usefixtures("aws_stream_settings", "comments_table"), pytest.mark.django_db]
 BASE = 225  # pages of 20: 11 full, the 12th of 5
@@ -38,7 +39,7 @@ def truth(sku):
 @pytest.fixture(autouse=True)
 def no_shared_windows(settings):
     """Each request reads the GSI itself: the lag under test is DynamoDB's, not a cache's."""
-    settings.COMMENTS_FAST_CACHE_SECONDS = 0
+    set_cache_seconds(settings, 0)
     settings.COMMENTS_FAST_STALE_SECONDS = 0
 
 

@@ -29,7 +29,7 @@ def walk_comments(module_table):
 @pytest.fixture
 def walk_product(walk_comments, index_backend):
     product = factories.product(SKU, "Walking boots")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 
@@ -137,7 +137,7 @@ def test_unicode_sku_pages(client, module_table, index_backend):
     sku = "THÉ-茶-🫖"
     product = factories.product(sku, "Tea")
     comments = factories.seed(sku, 230, seed=5)
-    call_command("rebuild_index", product=[sku], verbosity=0)
+    call_command("rebuild_index", group=[sku], verbosity=0)
     visited = walk(client, product.get_absolute_url())
     assert [pk for _, page in visited for pk in pks(page)] == [c.pk for c in comments]
 

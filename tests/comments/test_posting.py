@@ -11,9 +11,9 @@ from comments.forms import BODY_MAX
 from comments.store import comment_from_item, parse_sk
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
-from comments.page_cache import PageCache, cache_key
 from stack.dynamodb_local import free_port
 from tests import factories
+from tests.config import aws_settings, put_shared_window, set_cache_seconds, shared_window
 
 SKU = "POST-1"
 URL = f"/products/{SKU}/"
@@ -89,20 +89,20 @@ def test_valid_post_is_a_303_to_page_one_with_the_comment_first(client, product)
 def test_new_comment_is_first_even_when_the_window_is_stale(client, product, settings):
     """The GSI (or another process's cached window) may not have the new comment yet: the poster's
     page 1 reads it by key. Here the cached window is put back to what it was before the post."""
-    settings.COMMENTS_FAST_CACHE_SECONDS = 60
+    set_cache_seconds(settings, 60)
     older = factories.seed(SKU, 30, seed=2)
     client.get(URL)
-    stale = cache.get(cache_key("fast", SKU))[1]
-    assert [c.pk for c in stale.comments] == [c.pk for c in older]
+    stale = shared_window(SKU)
+    assert [item["PK"]["S"] for item in stale.items] == [c.pk for c in older]
 
     assert client.post(POST_URL, VALID).status_code == 303
-    PageCache.put_window(cache_key("fast", SKU), stale)
+    put_shared_window(SKU, stale)  # as another process that read the GSI before the post
     [new] = [c for c in stored() if c.pk not in {o.pk for o in older}]
 
     html = client.get(URL).content.decode()
     assert comment_ids(html)[:3] == [new.pk, older[0].pk, older[1].pk]
     assert "page 1 of 2" in html and "(31)" in html
-    assert cache.get(cache_key("fast", SKU))[1].comments == stale.comments  # it really was served stale
+    assert shared_window(SKU) == stale  # it really was served stale
     # Someone else still sees the stale window: the comment came from this visitor's pin.
     assert new.pk not in comment_ids(Client().get(URL).content.decode())
     # Page 2 of the poster's view is shifted by the pinned comment, so nothing is shown twice.
@@ -207,7 +207,7 @@ def test_unicode_round_trips_exactly(client, product):
 
 def test_dynamodb_down_is_a_503_that_keeps_the_form(client, product, settings):
     closed = free_port()  # free a moment ago: nothing listens there
-    with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=f"http://127.0.0.1:{closed}")):
+    with aws_settings(ENDPOINT_URL=f"http://127.0.0.1:{closed}"):
         response = client.post(POST_URL, {**VALID, "author": "Zoë", "body": "Keep <this> text\nplease"})
     assert response.status_code == 503
     assert response["Retry-After"]

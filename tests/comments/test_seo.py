@@ -28,7 +28,7 @@ def seo_comments(module_table):
 @pytest.fixture
 def seo_products(db, seo_comments):
     products = {sku: factories.product(sku, f"Tea & cakes {sku}") for sku in seo_comments}
-    call_command("rebuild_index", product=list(seo_comments), verbosity=0)
+    call_command("rebuild_index", group=list(seo_comments), verbosity=0)
     return products
 
 

@@ -7,7 +7,8 @@ from comments import services, store
 from comments.services import comment_create
 from comments.table.client import dynamodb
 from comments.table.keys import table_name
-from comments.page_cache import page_cache
+from comments.selectors import comments_query
+from tests.config import set_cache_seconds
 
 
 def items():
@@ -24,11 +25,14 @@ def test_comment_create_puts_one_item(comments_table):
     assert store.get_comment(comment.pk, comment.sk) == comment
 
 
-def test_comment_create_drops_the_cached_window(comments_table, settings):
-    settings.COMMENTS_FAST_CACHE_SECONDS = 60
-    assert page_cache.windows(["SVC-2"])[0].comments == []
+def test_comment_create_moves_the_shared_window_on(comments_table, settings):
+    """The product's window and its rating groups' windows are shared for 60 s; a post's one
+    generation number (invalidate) makes every process read them afresh."""
+    set_cache_seconds(settings, 60)
+    assert list(comments_query("SVC-2")[0:20]) == [] and list(comments_query("SVC-2", [3])[0:20]) == []
     comment = comment_create(sku="SVC-2", author="Ann", rating=3, body="Fine")
-    assert [c.pk for c in page_cache.windows(["SVC-2"])[0].comments] == [comment.pk]
+    assert [c.pk for c in comments_query("SVC-2")[0:20]] == [comment.pk]
+    assert [c.pk for c in comments_query("SVC-2", [3])[0:20]] == [comment.pk]
 
 
 @pytest.mark.parametrize("rating", [0, 6, "5"])

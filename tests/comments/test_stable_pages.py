@@ -21,6 +21,7 @@ from shop.models import Product
 from stack.dynamodb_local import free_port
 from tests import factories
 from tests.pages import json_ld, parse
+from tests.config import index_config
 
 pytestmark = pytest.mark.django_db(databases="__all__")  # "__all__": the PostgreSQL index runs too
 ONE_BACKEND = pytest.mark.parametrize("index_backend", ["relational-sqlite"], indirect=True)
@@ -60,7 +61,7 @@ def test_pages_changed_by_posts_and_a_delete(comments_table, index_backend, numb
     sku = "MEASURE-1"
     product = factories.product(sku, "Measured mugs")
     comments = factories.seed(sku, 299, seed=21)
-    call_command("rebuild_index", product=[sku], verbosity=0)
+    call_command("rebuild_index", group=[sku], verbosity=0)
     path = product.get_absolute_url()
     urls = [path] + [f"{path}?page={n}" for n in range(1, 19)]  # past the last page too (404s)
     reader, poster = Client(), Client(headers={"Origin": "http://testserver"})
@@ -108,7 +109,7 @@ def stable_comments(module_table):
 @pytest.fixture
 def stable_product(stable, stable_comments, index_backend):
     product = factories.product(SKU, "Stable spoons")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 
@@ -221,7 +222,7 @@ def test_full_archive_pages_keep_their_etag_across_posts(client, stable, comment
     the next; every archive page that was served keeps its ETag, Last-Modified and bytes."""
     product = factories.product("STABLE-ETAG")
     comments = factories.seed("STABLE-ETAG", 230, seed=8)
-    call_command("rebuild_index", product=["STABLE-ETAG"], verbosity=0)
+    call_command("rebuild_index", group=["STABLE-ETAG"], verbosity=0)
     urls = [product.get_absolute_url() + f"?page={n}" for n in range(1, 12)]
     before = snapshot(client, urls)
     put_comments([Comment(pk=f"late{i:02d}", sk=f"2031-01-01T00:00:{i:02d}.000000Z", sku="STABLE-ETAG",
@@ -240,7 +241,7 @@ def test_sitemap_lists_served_archive_pages_and_their_own_lastmod(client, stable
     product = factories.product("MAP-S")
     factories.seed("MAP-S", 130, seed=5)  # archive pages 1..6 served, page 7 filling
     Product.objects.filter(pk=product.pk).update(updated_at=datetime(2019, 1, 1, tzinfo=timezone.utc))
-    call_command("rebuild_index", product=["MAP-S"], verbosity=0)
+    call_command("rebuild_index", group=["MAP-S"], verbosity=0)
 
     def entries(url):
         return dict(re.findall(r"<loc>(.*?)</loc>\s*<lastmod>(.*?)</lastmod>", client.get(url).content.decode()))
@@ -254,7 +255,7 @@ def test_sitemap_lists_served_archive_pages_and_their_own_lastmod(client, stable
 
     put_comments([Comment(pk=f"new{i:02d}", sk=f"2031-02-0{1 + i // 10}T00:00:{i:02d}.000000Z", sku="MAP-S",
                           author="A", body="B", rating=4) for i in range(11)])  # 141: page 7 fills and is served
-    call_command("rebuild_index", product=["MAP-S"], verbosity=0)
+    call_command("rebuild_index", group=["MAP-S"], verbosity=0)
     after = entries("/sitemap-comment-pages.xml")
     assert {url: after[url] for url in pages} == pages  # no old page moves
     assert after["http://testserver/products/MAP-S/?page=7"] == "2031-02-01T00:00:09+00:00"  # its newest
@@ -351,8 +352,9 @@ def test_reads_per_page_landing_one_query_archive_one_lookup_and_one_query(clien
     assert landing.count("Query") == 1 and not {"at", "range"} & set(landing)
     # The lookup is the boundary's entry with its neighbours (one range() of 3: ties), as for a
     # deep newest-first page; page 5 (newest-first ranks 145..164) has no tie at its edges.
-    # The count is read again after the lookup (a comment indexed in between would shift the page).
-    assert archive == ["count", "range", "count", "Query"]
+    # The count is read again after the lookup and its Query (a comment indexed in between would shift
+    # the page).
+    assert archive == ["count", "range", "Query", "count"]
 
 
 @ONE_BACKEND
@@ -369,7 +371,7 @@ def test_a_comment_indexed_between_the_count_and_the_lookup_does_not_shift_an_ar
     sku = "STABLE-RACE"
     product = factories.product(sku)
     comments = factories.seed(sku, 230, seed=5)  # beyond the fast window: the index serves archive pages
-    call_command("rebuild_index", product=[sku], verbosity=0)
+    call_command("rebuild_index", group=[sku], verbosity=0)
     backend, lookup, posted = get_index(), get_index().range, []
 
     def range_after_a_post(group, start, stop):
@@ -403,8 +405,8 @@ def test_index_down_landing_serves_archive_is_503_unless_the_window_holds_everyt
     an archive page needs the count, so it is a 503 with Retry-After, unless the product's comments
     all fit the fast window, which then gives the count too."""
     port = free_port()  # free a moment ago: nothing listens there
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                 "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                 "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/1")})
     factories.product(SKU, "Stable spoons")
     small = factories.product("STABLE-SMALL")
     factories.seed("STABLE-SMALL", 45, seed=2)

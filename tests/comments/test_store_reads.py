@@ -16,7 +16,9 @@ from django.utils import dateformat
 
 from comments.store import Comment, format_sk, parse_sk, put_comments
 from comments.table.client import dynamodb, dynamodb_reads
+from pagination_index import aws
 from tests.factories import make_comments
+from tests.config import aws_settings, endpoint_url, index_config
 
 
 def botocore_sends(reads) -> list:
@@ -28,8 +30,7 @@ def botocore_sends(reads) -> list:
 
 def plain_client():
     """A client with botocore's own response parsing, for comparison."""
-    config = settings.DYNAMODB
-    return boto3.session.Session().client("dynamodb", endpoint_url=config["ENDPOINT_URL"], region_name=config["REGION"],
+    return boto3.session.Session().client("dynamodb", endpoint_url=endpoint_url(), region_name=aws.EMULATOR_REGION,
                                           aws_access_key_id="local", aws_secret_access_key="local")
 
 
@@ -40,7 +41,7 @@ def without_metadata(response: dict) -> dict:
 def test_item_reads_parse_as_botocore_parses_them(comments_table):
     put_comments(make_comments("READ-1", 30))
     fast, plain = dynamodb(), plain_client()
-    query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 7,
+    query = {"TableName": comments_table, "IndexName": "byProduct", "Limit": 7,
              "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-1"}},
              "ScanIndexForward": False, "ReturnConsumedCapacity": "TOTAL"}
     first = fast.query(**query)
@@ -113,7 +114,7 @@ def test_ordinary_pages_skip_the_model_walk(comments_table, monkeypatch):
                       body='Quoted: "B": {"BS": 1} and "Bold"', rating=4)
     put_comments([comment])
     fast, plain = dynamodb(), plain_client()
-    query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
+    query = {"TableName": comments_table, "IndexName": "byProduct",
              "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-2"}}}
     assert without_metadata(fast.query(**query)) == without_metadata(plain.query(**query))
     assert walked == ["QueryOutput"]  # the plain client's, not ours
@@ -130,7 +131,7 @@ def test_direct_query_answers_as_the_client_does(comments_table):
     put_comments(make_comments("READ-3", 45))
     reads, plain = dynamodb_reads(), plain_client()
     through_botocore = botocore_sends(reads)
-    query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 21,
+    query = {"TableName": comments_table, "IndexName": "byProduct", "Limit": 21,
              "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-3"}},
              "ScanIndexForward": False}
     first = reads.query(**query)
@@ -152,7 +153,7 @@ def test_direct_query_sends_the_request_botocore_sends(comments_table):
     client = dynamodb()
     client.meta.events.register("before-send.dynamodb.Query", lambda request, **kwargs: seen.append(request))
     try:
-        query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"], "Limit": 3,
+        query = {"TableName": comments_table, "IndexName": "byProduct", "Limit": 3,
                  "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "X"}}}
         client.query(**query)
     finally:
@@ -174,7 +175,7 @@ def test_direct_query_sends_the_request_botocore_sends(comments_table):
         return scheme, parts["Credential"], set(parts["SignedHeaders"].split(";"))
 
     scheme, credential, headers = signed(ours)
-    assert scheme == "AWS4-HMAC-SHA256" and credential.endswith(f"/{settings.DYNAMODB['REGION']}/dynamodb/aws4_request")
+    assert scheme == "AWS4-HMAC-SHA256" and credential.endswith(f"/{aws.region(endpoint_url())}/dynamodb/aws4_request")
     assert {"host", "x-amz-date", "x-amz-target", "content-type"} <= headers
     assert signed(theirs)[1:] == (credential, headers)
 
@@ -237,13 +238,13 @@ def test_a_connection_closed_while_idle_is_replaced_not_counted_as_a_failure(com
     put_comments(make_comments("READ-6", 3))
     from django.test import override_settings
 
-    relay = IdleClosingRelay(settings.DYNAMODB["ENDPOINT_URL"])
+    relay = IdleClosingRelay(settings.PAGINATION_INDEX["AWS"]["ENDPOINT_URL"])
     try:
         # Only for this block: the table's teardown must reach DynamoDB Local itself again.
-        with override_settings(DYNAMODB={**settings.DYNAMODB, "ENDPOINT_URL": relay.url, "MAX_ATTEMPTS": 1}):
+        with aws_settings(ENDPOINT_URL=relay.url, MAX_ATTEMPTS=1):
             reads = dynamodb_reads()
             through_botocore = botocore_sends(reads)
-            query = {"TableName": comments_table, "IndexName": settings.DYNAMODB["GSI"],
+            query = {"TableName": comments_table, "IndexName": "byProduct",
                      "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": "READ-6"}}}
             for _ in range(3):
                 assert len(reads.query(**query)["Items"]) == 3
@@ -264,7 +265,7 @@ def test_direct_query_parses_errors_and_binary_values_as_botocore_does(comments_
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     dynamodb().put_item(TableName=comments_table, Item={"PK": {"S": "bin"}, "SK": {"S": format_sk(datetime.now(timezone.utc))},
                                                         "PK2": {"S": "READ-4"}, "blob": {"B": b"\x00\xff"}})
-    found = reads.query(TableName=comments_table, IndexName=settings.DYNAMODB["GSI"], KeyConditionExpression="PK2 = :g",
+    found = reads.query(TableName=comments_table, IndexName="byProduct", KeyConditionExpression="PK2 = :g",
                         ExpressionAttributeValues={":g": {"S": "READ-4"}})
     assert found["Items"][0]["blob"] == {"B": b"\x00\xff"}
     assert through_botocore == []
@@ -297,14 +298,14 @@ class ClosingServer:
 @pytest.mark.parametrize("attempts", [1, 3])
 def test_a_dead_endpoint_is_store_unavailable_after_the_attempt_budget(dynamodb_settings, settings, attempts):
     """DYNAMODB_MAX_ATTEMPTS requests in all, the direct path's and botocore's together."""
-    from comments.store import newest
+    from comments.selectors import comments_query
     from comments.table.client import StoreUnavailable
 
     server = ClosingServer()
     try:
-        settings.DYNAMODB = {**settings.DYNAMODB, "ENDPOINT_URL": server.url, "MAX_ATTEMPTS": attempts}
+        settings.PAGINATION_INDEX = index_config(aws={"ENDPOINT_URL": server.url, "MAX_ATTEMPTS": attempts})
         with pytest.raises(StoreUnavailable):
-            newest("READ-5", 20)
+            comments_query("READ-5")[0:20]
         assert server.connections == attempts
     finally:
         server.close()
@@ -315,8 +316,8 @@ def test_a_proxy_sends_the_page_path_through_botocore(dynamodb_settings, setting
     endpoint, the direct path steps aside (and NO_PROXY brings it back)."""
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     monkeypatch.setenv("NO_PROXY", "")
-    settings.DYNAMODB = dict(settings.DYNAMODB)
+    settings.PAGINATION_INDEX = index_config()
     assert not dynamodb_reads().direct
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    settings.DYNAMODB = dict(settings.DYNAMODB)
+    settings.PAGINATION_INDEX = index_config()
     assert dynamodb_reads().direct

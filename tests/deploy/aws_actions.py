@@ -107,7 +107,7 @@ def _context() -> dict:
     backends = {path: name for name, path in settings.PAGINATION_INDEX_BACKENDS.items()}
     backend = backends.get(settings.PAGINATION_INDEX["BACKEND"], "relational")
     options = settings.PAGINATION_INDEX.get("OPTIONS", {})
-    parameters = {"CommentsTableName": settings.DYNAMODB["TABLE"], "IndexBackend": backend}
+    parameters = {"CommentsTableName": settings.COMMENTS_TABLE, "IndexBackend": backend}
     if backend == "dynamodb":
         parameters["IndexTableName"] = options.get("TABLE", "")
     physical = {}
@@ -216,7 +216,7 @@ def pytest_configure(config):
     from django.core.management.base import BaseCommand
 
     import pagination_index.aws_lambda as aws_lambda
-    from comments.table.direct import DirectReads
+    from pagination_index.aws.direct import DirectReads
 
     BaseHandler.get_response = _enter("web")(BaseHandler.get_response)
     BaseCommand.execute = _enter(_command_component)(BaseCommand.execute)

@@ -9,7 +9,7 @@ import pytest
 
 from comments.table.client import reset_clients
 from deploy.aws.template import ROLES, role_policies
-from pagination_index import reset_index
+from pagination_index import reset as reset_index
 
 
 def install_roles(endpoint, parameters: dict) -> dict[str, tuple[str, str]]:

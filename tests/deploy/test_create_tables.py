@@ -11,12 +11,13 @@ from django.test import override_settings
 
 from comments.table.client import dynamodb
 from comments.table.schema import delete_tables
+from tests.config import table_settings
 
 
 @pytest.mark.django_db
 def test_create_tables_protects_the_table_and_turns_on_pitr(strict_dynamodb_settings):
     config = dict(strict_dynamodb_settings, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
-    with override_settings(DYNAMODB=config):
+    with table_settings(config["TABLE"]):
         call_command("create_tables", verbosity=0)
         try:
             client = dynamodb()

@@ -16,6 +16,7 @@ from moderation import services
 from tests import factories
 from tests.deploy.aws_actions import ungranted, unused_grants
 from tests.deploy.roles import as_component, install_roles
+from tests.config import index_config, table_settings
 
 pytestmark = pytest.mark.django_db
 SKU = "ROLES-1"
@@ -35,14 +36,14 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(backend, st
     parameters = {"CommentsTableName": table, "IndexBackend": backend}
     if backend == "dynamodb":  # the index in a table of its own, which the template makes and its roles name
         parameters["IndexTableName"] = f"{table}-pidx"
-        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"], "OPTIONS": dict(
-            settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=strict_endpoint.url, TABLE=parameters["IndexTableName"])}
+        settings.PAGINATION_INDEX = index_config(BACKEND=settings.PAGINATION_INDEX_BACKENDS["dynamodb"], OPTIONS=dict(
+            settings.PAGINATION_INDEX_DYNAMODB, TABLE=parameters["IndexTableName"]))
     if backend == "files":  # on S3 (moto's server, which checks no policy: the plugin checks the calls)
         options = dict(request.getfixturevalue("files_s3_options"), COMMIT_ENTRIES=1)  # sync_index publishes
         parameters["IndexS3Prefix"] = options["S3_PREFIX"]
-        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["files"], "OPTIONS": options}
+        settings.PAGINATION_INDEX = index_config(BACKEND=settings.PAGINATION_INDEX_BACKENDS["files"], OPTIONS=options)
     keys = install_roles(strict_endpoint, parameters)
-    with override_settings(DYNAMODB=dict(strict_dynamodb_settings, TABLE=table)):
+    with table_settings(table):
         try:
             with as_component(keys, "operator"):
                 call_command("create_tables", verbosity=0)
@@ -50,7 +51,7 @@ def test_each_component_does_its_work_with_its_role_and_nothing_more(backend, st
             comments = factories.seed(SKU, 230, seed=5)  # the test's own set-up, with the default key
             factories.product(SKU)
             with as_component(keys, "operator"):
-                call_command("rebuild_index", product=[SKU], verbosity=0)
+                call_command("rebuild_index", group=[SKU], verbosity=0)
                 call_command("verify_index", verbosity=0)
                 call_command("erase_comments", ids=[comments[5].pk], verbosity=0)
                 denied(lambda: dynamodb().put_item(TableName=table, Item={"PK": {"S": "x"}, "SK": {"S": "y"}}))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from comments.table.schema import table_definition
 from deploy.aws.template import TEMPLATE, Resolver, load, role_policies
+from tests.config import use_table
 
 
 def test_cfn_lint_reports_nothing():
@@ -19,7 +20,7 @@ def test_cfn_lint_reports_nothing():
 
 
 def test_the_comments_table_is_the_one_create_tables_makes(settings):
-    settings.DYNAMODB = {**settings.DYNAMODB, "TABLE": "comments"}
+    use_table(settings, "comments")
     template = load()
     declared = Resolver(template).value(template["Resources"]["CommentsTable"]["Properties"])
     made = table_definition()

@@ -15,6 +15,7 @@ from tests import factories
 from tests.comments.test_browser import CHROMIUM, CHROMIUM_ARGS, first_comment_ids, shot, sync_playwright  # noqa: F401
 from tests.conftest import service_missing
 from tests.moderation.test_gone_everywhere import DEADLINE, crawl, shown
+from tests.config import set_cache_seconds, set_pages
 
 SKU = "GONE-1"  # crawl() walks this product's pages
 QUEUE = "/admin/moderation/moderatedcomment/"
@@ -26,9 +27,8 @@ pytestmark = pytest.mark.slow
 def site(transactional_db, comments_table, live_server, settings, tmp_path, moderators):
     if not nginx_binary():
         service_missing("nginx is not installed (Debian: apt-get install nginx)")
-    settings.COMMENTS_FAST_CACHE_SECONDS = 2
-    settings.COMMENTS_PAGE_SIZE = 5
-    settings.COMMENTS_FAST_PAGES = 2
+    set_cache_seconds(settings, 2)
+    set_pages(settings, 5, 2)
     product = factories.product(SKU, "Enamel jug")
     comments = factories.seed(SKU, 14, seed=12)
     call_command("rebuild_index", verbosity=0)

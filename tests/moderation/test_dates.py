@@ -14,6 +14,7 @@ from comments.store import parse_sk
 from moderation import services
 from shop.models import Product
 from tests import factories
+from tests.config import set_cache_seconds, set_pages
 
 SKU = "DATED-1"
 URL = f"/products/{SKU}/"
@@ -22,14 +23,13 @@ URL = f"/products/{SKU}/"
 @pytest.fixture
 def seeded(db, comments_table, settings, request):
     settings.COMMENTS_PAGE_NUMBERING = request.param
-    settings.COMMENTS_PAGE_SIZE = 5
-    settings.COMMENTS_FAST_PAGES = 2
-    settings.COMMENTS_FAST_CACHE_SECONDS = 60  # the product row is cached: the hide must drop it
+    set_pages(settings, 5, 2)
+    set_cache_seconds(settings, 60)  # the product row is cached: the hide must drop it
     settings.COMMENTS_RENDERED_CACHE_SECONDS = 60
     factories.product(SKU, "Dated dish")
     Product.objects.filter(sku=SKU).update(updated_at=datetime(2019, 1, 1, tzinfo=timezone.utc))  # older than comments
     comments = factories.seed(SKU, 17, seed=5)
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return comments
 
 

@@ -19,6 +19,7 @@ from moderation.purge import product_key
 from stack.nginx import Nginx, NginxError, nginx_binary
 from tests import factories
 from tests.conftest import service_missing
+from tests.config import set_cache_seconds, set_pages
 
 SKU = "GONE-1"
 PAGE = f"/products/{SKU}/"
@@ -39,10 +40,9 @@ def site(transactional_db, comments_table, live_server, settings, tmp_path, requ
     if not nginx_binary():
         service_missing("nginx is not installed (Debian: apt-get install nginx)")
     settings.COMMENTS_PAGE_NUMBERING = request.param
-    settings.COMMENTS_PAGE_SIZE = 5
-    settings.COMMENTS_FAST_PAGES = 2
+    set_pages(settings, 5, 2)
     # The caches a removal has to get through, on as in production.
-    settings.COMMENTS_FAST_CACHE_SECONDS = 2
+    set_cache_seconds(settings, 2)
     settings.COMMENTS_RENDERED_CACHE_SECONDS = 60
     settings.RESPONSE_MICRO_CACHE_SECONDS = 1
     settings.MODERATION_PURGE_HOOK = f"{__name__}.record_purge"

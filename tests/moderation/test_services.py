@@ -10,6 +10,7 @@ from moderation import services, table
 from moderation.models import AuditEntry, ModeratedComment
 from pagination_index import get_index
 from tests import factories
+from tests.config import set_pages
 
 SKU = "MOD-1"
 pytestmark = pytest.mark.django_db
@@ -17,8 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def seeded(comments_table, settings):
-    settings.COMMENTS_PAGE_SIZE = 5
-    settings.COMMENTS_FAST_PAGES = 2
+    set_pages(settings, 5, 2)
     factories.product(SKU)
     comments = factories.seed(SKU, 23, seed=3)
     call_command("sync_index", once=True, verbosity=0)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from pagination_index import get_source
+from tests.config import index_config, source_of
 from stack.dynamodb_local import DynamoDBLocal, DynamoDBLocalError, free_port
 from tests.conftest import service_missing
 from tests.pages import parse
@@ -135,9 +135,9 @@ def table_order(site):
     """The table's truth for the flagship product, newest first (read straight from its DynamoDB)."""
     from django.conf import settings
 
-    config = dict(settings.DYNAMODB, ENDPOINT_URL=site.dynamodb.endpoint_url, TABLE=site.table)
-    with override_settings(DYNAMODB=config):
-        entries = sorted(get_source().group_entries(SKU), key=lambda e: (e[1], e[0]), reverse=True)
+    with override_settings(COMMENTS_TABLE=site.table, PAGINATION_INDEX=index_config(
+            aws={"ENDPOINT_URL": site.dynamodb.endpoint_url}, table=site.table)):
+        entries = sorted(source_of(SKU).group_entries(SKU), key=lambda e: (e[1], e[0]), reverse=True)
     assert len(entries) == BIG
     return [member for member, _ in entries]
 

@@ -9,6 +9,7 @@ from django.urls import path
 
 from shop.logs import JSONFormatter, KeyValueFormatter
 from tests import factories
+from tests.config import index_config, use_table
 
 
 def boom(request):
@@ -19,7 +20,7 @@ urlpatterns = [path("boom/", boom)]
 
 
 def test_healthz_needs_no_dependency(client, settings):
-    settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL="http://127.0.0.1:9")  # nothing listens there
+    settings.PAGINATION_INDEX = index_config(aws={"ENDPOINT_URL": "http://127.0.0.1:9"})  # nothing listens there
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.content == b"ok\n"
@@ -34,7 +35,7 @@ def test_readyz_ok_when_every_dependency_answers(client, comments_table):
 
 @pytest.mark.django_db
 def test_readyz_503_names_dynamodb_when_the_table_is_missing(client, dynamodb_settings, settings):
-    settings.DYNAMODB = dict(dynamodb_settings, TABLE="no-such-table")
+    use_table(settings, "no-such-table")
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response["Retry-After"]
@@ -46,7 +47,7 @@ def test_readyz_503_names_dynamodb_when_the_table_is_missing(client, dynamodb_se
 
 @pytest.mark.django_db
 def test_readyz_503_names_dynamodb_when_it_does_not_answer(client, settings):
-    settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL="http://127.0.0.1:9")
+    settings.PAGINATION_INDEX = index_config(aws={"ENDPOINT_URL": "http://127.0.0.1:9"})
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["checks"]["dynamodb"].startswith("failed: ")
@@ -106,7 +107,7 @@ def request_lines(caplog):
 def test_one_log_line_per_request_with_page_and_path(client, comments_table, caplog):
     factories.seed("LOG-1", 260, seed=5)
     factories.product("LOG-1")
-    call_command("rebuild_index", product=["LOG-1"], verbosity=0)
+    call_command("rebuild_index", group=["LOG-1"], verbosity=0)
     caplog.set_level(logging.INFO, logger="shop.request")
     first = client.get("/products/LOG-1/", HTTP_X_REQUEST_ID="req-123")
     deep = client.get("/products/LOG-1/?page=12")

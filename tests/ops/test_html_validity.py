@@ -38,7 +38,7 @@ def vnu() -> list[str]:
 def product(db, comments_table):
     factories.seed(SKU, TOTAL, seed=16, rating_weights=[1, 1, 2, 3, 5])
     product = factories.product(SKU, "Valid & well-formed kettle")
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     return product
 
 

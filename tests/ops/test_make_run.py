@@ -22,6 +22,7 @@ from comments.table.schema import create_tables, delete_tables
 from stack.dynamodb_local import free_port
 from tests import factories
 from tests.processes import alive, descendants, leases
+from tests.config import table_settings
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def assert_strict_endpoint_used(stdout: str) -> None:
 def stack_table(dynamodb_settings):
     """A comments table with a few comments, so stack.run's seed_demo (--if-empty) writes nothing."""
     config = dict(dynamodb_settings, TABLE=f"comments-stack-{uuid.uuid4().hex[:8]}")
-    with override_settings(DYNAMODB=config):
+    with table_settings(config["TABLE"]):
         create_tables()
         factories.seed("RUN-1", 30, seed=5)
         try:

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from stack.nginx import Nginx, NginxError, nginx_binary
 from tests import factories
 from tests.conftest import service_missing
+from tests.config import set_cache_seconds
 
 SKU = "NGINX-1"
 PAGE = f"/products/{SKU}/"
@@ -24,7 +25,7 @@ CSS = "css/shop.css"
 def site(transactional_db, comments_table, live_server, settings, tmp_path):
     if not nginx_binary():
         service_missing("nginx is not installed (Debian: apt-get install nginx)")
-    settings.COMMENTS_FAST_CACHE_SECONDS = 0
+    set_cache_seconds(settings, 0)
     factories.product(SKU, "Enamel jug")
     factories.seed(SKU, 30, seed=5)
     call_command("rebuild_index", verbosity=0)

@@ -12,6 +12,7 @@ from ops.charts import lag_chart
 from pagination_index.lag import LagSampler
 from pagination_index.models import LagSample, ShardCheckpoint
 from tests import factories
+from tests.config import index_config
 
 
 def row(html, sku):
@@ -61,7 +62,7 @@ def test_ops_page_renders_when_dynamodb_is_down(admin_client, settings):
     factories.product("OPS-C")
     factories.product("OPS-D")
     settings.OPS_PRODUCTS_PER_PAGE = 1
-    settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL="http://127.0.0.1:9")
+    settings.PAGINATION_INDEX = index_config(aws={"ENDPOINT_URL": "http://127.0.0.1:9"})
     response = admin_client.get("/ops/?count=OPS-C")
     assert response.status_code == 200
     html = response.content.decode()

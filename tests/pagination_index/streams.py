@@ -8,14 +8,15 @@ from types import SimpleNamespace
 from comments.store import item_from_comment
 from comments.table.client import dynamodb, dynamodbstreams
 from comments.table.keys import table_name
-from pagination_index import get_index, get_source
+from pagination_index import get_index
+from tests.config import source_of
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stream import checkpoint_database
 
 
 def table_order(sku):
     """The table's truth for one product: its GSI entries in index order."""
-    return sorted(get_source().group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
+    return sorted(source_of(sku).group_entries(sku), key=lambda e: (e[1], e[0]), reverse=True)
 
 
 def assert_index_equals_table(*skus):

@@ -5,6 +5,7 @@ import pytest
 from django.urls import reverse
 
 from pagination_index.models import ShardCheckpoint, StaleGroup
+from tests.config import index_config
 
 pytestmark = pytest.mark.django_db
 
@@ -72,8 +73,8 @@ def test_visitors_are_sent_to_the_login(client, model):
 @pytest.mark.django_db(databases="__all__")
 def test_checkpoints_are_read_where_the_consumer_writes_them(admin_client, settings, postgres_database):
     """On the relational backend in a database of its own, checkpoints live in that database."""
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
-                                 "OPTIONS": {"DATABASE": postgres_database}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
+                                 "OPTIONS": {"DATABASE": postgres_database}})
     ShardCheckpoint.objects.using(postgres_database).create(stream_arn="arn:pg", shard_id="shardId-in-postgres")
     ShardCheckpoint.objects.create(stream_arn="arn:default", shard_id="shardId-in-default")
     html = admin_client.get(reverse("admin:pagination_index_shardcheckpoint_changelist")).content.decode()

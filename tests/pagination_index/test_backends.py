@@ -11,14 +11,15 @@ from django.db import connections
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from pagination_index import micros_sort_key
+from pagination_index.sortkeys import micros_sort_key
 from pagination_index.backends.base import Add, BaseIndex, IndexUnavailable, Remove, newest_first
 from pagination_index.backends.dynamodb import DynamoDBIndex
 from pagination_index.backends.files import FileIndex
 from pagination_index.backends.redis import (TIE_FETCH, RedisIndex, cluster_location, encode_member, group_of_key,
                                              sort_key_score)
 from pagination_index.backends.relational import RelationalIndex
-from tests.pagination_index.contract import IndexContract, read_while_writing, sk
+from pagination_index.testing import IndexContract, read_while_writing, sk
+from tests.config import index_config
 
 
 class RelationalContract(IndexContract):
@@ -234,7 +235,7 @@ class RedisContract(IndexContract):
         assert index.range("g", 0, 10) == [(moved, sk(9))]
 
     def test_check_index_flags_an_index_in_the_text_form(self, index, raw, settings):
-        settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.redis.RedisIndex", "OPTIONS": index.options}
+        settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.redis.RedisIndex", "OPTIONS": index.options})
         index.replace("new", [(uuid.uuid4().hex, sk(1))])
         assert index.check_format() == []
         call_command("check_index", stdout=StringIO(), stderr=StringIO())

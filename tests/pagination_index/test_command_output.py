@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import OutputWrapper
 
-from pagination_index import get_index, get_source
+from pagination_index import get_index
+from tests.config import source_of
 from pagination_index.management import stream_arn
 from pagination_index.progress import Progress
 from pagination_index.stream import stream_paused
@@ -26,10 +27,10 @@ def run(*args, **options) -> tuple[str, str]:
 
 def test_rebuild_index_progress_on_stderr_and_quiet_at_v0(comments_table):
     factories.seed("OUT-1", 45, seed=51)
-    assert run("rebuild_index", product=["OUT-1"], verbosity=0) == ("", "")
+    assert run("rebuild_index", group=["OUT-1"], verbosity=0) == ("", "")
     assert run("rebuild_index", verbosity=0) == ("", "")
 
-    out, err = run("rebuild_index", product=["OUT-1"])
+    out, err = run("rebuild_index", group=["OUT-1"])
     assert "rebuilding (items): done, 45 (" in err
     assert out.startswith("rebuilt 6 groups (90 entries)")  # the product's group and its five rating groups
     assert "done" not in out and "rebuilt" not in err
@@ -76,7 +77,7 @@ def test_sync_and_verify_index_progress_on_stderr_and_quiet_at_v0(comments_table
 
 def test_sync_index_warns_on_stderr_about_shards_leased_elsewhere(comments_table):
     factories.seed("OUT-3", 4, seed=54)
-    with stream_paused(index=get_index(), stream_arn=stream_arn(get_source()), lease_seconds=60):  # as rebuild_index
+    with stream_paused(index=get_index(), stream_arn=stream_arn(source_of("OUT-1")), lease_seconds=60):  # as rebuild_index
         out, err = run("sync_index", once=True)
         assert run("sync_index", once=True, verbosity=0) == ("", "")
     assert "leased by another consumer were left to it" in err

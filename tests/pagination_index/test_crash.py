@@ -26,6 +26,7 @@ from django.db import connections
 from comments.store import Comment, format_sk
 from pagination_index import get_index
 from tests.pagination_index.streams import checkpoints, delete, move, put, table_order
+from tests.config import index_config
 
 ROOT = Path(__file__).resolve().parents[2]
 # 1,600 writes by default keep the six kills inside the writing (and the suite within CI's budget:
@@ -49,14 +50,14 @@ def database_url(alias: str = "default") -> str:
 
 def relational_on_postgres(request, settings) -> dict:
     alias = request.getfixturevalue("postgres_database")
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
-                                 "OPTIONS": {"DATABASE": alias}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
+                                 "OPTIONS": {"DATABASE": alias}})
     return {"PAGINATION_INDEX_BACKEND": "relational", "DATABASE_URL": database_url(alias)}
 
 
 def redis_index(request, settings, options_fixture="redis_index_options") -> dict:
     options = request.getfixturevalue(options_fixture)
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": options})
     return {"PAGINATION_INDEX_BACKEND": "redis", "PAGINATION_INDEX_KEY_PREFIX": options["KEY_PREFIX"],
             "PAGINATION_INDEX_REDIS_URL": options["LOCATION"]}
 
@@ -65,7 +66,7 @@ def dynamodb_index(request, settings) -> dict:
     """Page items of 3 entries and MAX_SHIFT 2: most writes in the middle mark their group, so the
     kills also land in shifts, marks and sync_index's background re-mark."""
     options = dict(request.getfixturevalue("dynamodb_index_options"), MAX_SHIFT=2)
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"], "OPTIONS": options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"], "OPTIONS": options})
     return {"PAGINATION_INDEX_BACKEND": "dynamodb", "PAGINATION_INDEX_DYNAMODB_TABLE": options["TABLE"],
             "PAGINATION_INDEX_DYNAMODB_PAGE_SIZE": str(options["PAGE_SIZE"]),
             "PAGINATION_INDEX_DYNAMODB_MAX_SHIFT": str(options["MAX_SHIFT"])}
@@ -75,8 +76,8 @@ def files_index(request, settings) -> dict:
     """The files backend on a folder of the test's own; commits every 40 changes, so the kills
     land in commits too."""
     path = str(request.getfixturevalue("tmp_path") / "files-index")
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["files"],
-                                 "OPTIONS": {"PATH": path, "COMMIT_ENTRIES": 40}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["files"],
+                                 "OPTIONS": {"PATH": path, "COMMIT_ENTRIES": 40}})
     return {"PAGINATION_INDEX_BACKEND": "files", "PAGINATION_INDEX_PATH": path, "PAGINATION_INDEX_COMMIT_ENTRIES": "40"}
 
 

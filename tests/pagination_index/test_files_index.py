@@ -22,7 +22,7 @@ from pagination_index.backends.files import FileIndex
 from pagination_index.backends.files import format as fmt
 from pagination_index.backends.files import log as wal
 from pagination_index.backends.files.storage import GenerationFile, LocalStorage
-from tests.pagination_index.contract import sk
+from pagination_index.testing import sk
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -257,7 +257,7 @@ def test_groups_share_packs_in_256_folders_and_no_group_has_a_folder_or_file_of_
 
 
 def test_commit_index_command(index, settings):
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": index.options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": index.options})
     index.add_many("g", [("a", sk(1))])
     index.add_many("h", [("b", sk(1))])
     call_command("commit_index", group=["g"], verbosity=0)
@@ -270,6 +270,7 @@ def test_commit_index_command(index, settings):
 COMMITTER = """
 import sys
 from tests.pagination_index.test_files_index import PausingFileIndex, crash_batch
+from tests.config import index_config
 index = PausingFileIndex({"PATH": sys.argv[1], "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9},
                          step=sys.argv[2], marker=sys.argv[3])
 index.apply(crash_batch(index))
@@ -424,8 +425,8 @@ def test_verify_index_tells_pending_commits_from_drift(comments_table, settings,
     from pagination_index import get_index
     from tests import factories
 
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex",
-                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.files.FileIndex",
+                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}})
     factories.seed("A", 30, seed=1)
     call_command("sync_index", once=True, verbosity=0)
     index = get_index()
@@ -634,7 +635,7 @@ def test_migrate_files_index_moves_the_older_layout_into_packs_keeping_generatio
 
     root = tmp_path / "index"
     options = {"PATH": str(root), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.files.FileIndex", "OPTIONS": options})
     rng = random.Random(12)
     small = [(uuid_member(rng), sk(n)) for n in range(1, 300)]
     large = [(uuid_member(rng), sk(n)) for n in range(1, 50_001)]  # 1.2 MB: a file of its own
@@ -665,7 +666,7 @@ def test_migrate_files_index_moves_the_older_layout_into_packs_keeping_generatio
     assert index.range("small", 0, 400) == [newest] + newest_first(small)[1:] and index.pending_changes("small") == 0
     call_command("migrate_files_index", stdout=out, stderr=__import__("io").StringIO())  # nothing left: harmless
     with pytest.raises(CommandError):
-        settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex"}
+        settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.relational.RelationalIndex"})
         call_command("migrate_files_index", stdout=out)
 
 
@@ -709,8 +710,8 @@ def test_a_full_rebuild_index_leaves_packs_in_one_piece(comments_table, settings
     from pagination_index import get_index
     from tests import factories
 
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.files.FileIndex",
-                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.files.FileIndex",
+                                 "OPTIONS": {"PATH": str(tmp_path / "i"), "COMMIT_ENTRIES": 10**9, "COMMIT_SECONDS": 10**9}})
     factories.seed("A", 30, seed=2)
     call_command("rebuild_index", verbosity=0)
     index = get_index()

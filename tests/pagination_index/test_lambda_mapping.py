@@ -15,6 +15,7 @@ from pagination_index.models import StaleGroup
 from stack.lambda_driver import EventSourceMapping
 from tests import factories
 from tests.pagination_index.streams import assert_index_equals_table, delete, stream_arn
+from tests.config import index_config
 
 pytestmark = [pytest.mark.usefixtures("aws_stream_settings", "comments_table")]
 
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.usefixtures("aws_stream_settings", "comments_table")]
 @pytest.fixture
 def redis_index(settings, redis_index_options):
     """An index the handler's parallel invocations can share (each invocation is a thread here)."""
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": redis_index_options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": redis_index_options})
 
 
 def mapping(**kwargs) -> EventSourceMapping:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pagination_index import IndexUnavailable, get_index, index, indexes, reset_index
+from pagination_index import IndexUnavailable, get_index, index, indexes
+from pagination_index import reset as reset_index
 from pagination_index.backends.base import BaseIndex
 from pagination_index.backends.failfast import FailFastIndex
+from tests.config import index_config
 
 
 class StoreDown(Exception):
@@ -37,7 +39,7 @@ PATH = f"{__name__}.DictIndex"
 
 @pytest.fixture
 def dict_index(settings):
-    settings.PAGINATION_INDEX = {"BACKEND": PATH, "OPTIONS": {}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": PATH, "OPTIONS": {}})
     DictIndex.calls = 0
     return settings
 
@@ -62,13 +64,12 @@ def test_the_handler_makes_one_backend_per_process_until_reset(dict_index):
 
 def test_settings_changes_reach_the_handler(dict_index):
     first = get_index()
-    dict_index.PAGINATION_INDEX = {"BACKEND": PATH, "OPTIONS": {"DOWN": True}}  # tests/signals.py resets it
+    dict_index.PAGINATION_INDEX = index_config(**{"BACKEND": PATH, "OPTIONS": {"DOWN": True}})  # the library resets it (conf.py)
     assert get_index() is not first and get_index().options == {"DOWN": True}
 
 
 def test_request_handling_fails_fast_after_a_failure(dict_index):
-    dict_index.PAGINATION_INDEX_FAIL_FAST_SECONDS = 60
-    dict_index.PAGINATION_INDEX = {"BACKEND": PATH, "OPTIONS": {"DOWN": True}}
+    dict_index.PAGINATION_INDEX = index_config(**{"BACKEND": PATH, "OPTIONS": {"DOWN": True}}, FAIL_FAST_SECONDS=60)
     with pytest.raises(IndexUnavailable, match="no answer"):
         index.count("a")
     with pytest.raises(IndexUnavailable, match="failing fast"):

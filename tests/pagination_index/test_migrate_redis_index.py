@@ -9,7 +9,8 @@ from django.core.management import CommandError, call_command
 from pagination_index import get_index
 from pagination_index.backends.redis import sort_key_score
 from stack.dynamodb_local import free_port
-from tests.pagination_index.contract import sk
+from pagination_index.testing import sk
+from tests.config import index_config
 
 OLD = {"SKU-1": [("a", sk(1)), ("b", sk(2))], "SKU-1/4": [("a", sk(1))], "Café-茶": [("c", sk(3))]}
 
@@ -28,8 +29,8 @@ def old_index(redis_index_options):
 
 def test_old_layout_is_copied_into_a_cluster(settings, old_index, redis_cluster_index_options):
     client, old_options = old_index
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                 "OPTIONS": redis_cluster_index_options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                 "OPTIONS": redis_cluster_index_options})
     source = ["--from", old_options["LOCATION"], "--from-prefix", old_options["KEY_PREFIX"]]
     out = io.StringIO()
     call_command("migrate_redis_index", *source, "--dry-run", stdout=out)
@@ -45,6 +46,6 @@ def test_old_layout_is_copied_into_a_cluster(settings, old_index, redis_cluster_
 
 
 def test_an_unreachable_old_redis_is_a_command_error(settings, redis_index_options):
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": redis_index_options}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": redis_index_options})
     with pytest.raises(CommandError, match="old index's Redis failed"):
         call_command("migrate_redis_index", "--from", f"redis://127.0.0.1:{free_port()}/0", verbosity=0)

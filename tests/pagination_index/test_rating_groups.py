@@ -7,14 +7,14 @@ import uuid
 
 import pytest
 from django.core.management import call_command
-from django.test import override_settings
 
 from comments.store import item_from_comment
 from comments.table.client import dynamodb
 from comments.table.keys import rating_group, table_name
 from comments.table.schema import delete_tables, table_definition
-from comments.table.source import record_ops
-from pagination_index import get_index, get_source
+from pagination_index import get_index, sources
+from pagination_index.sources import records_ops
+from tests.config import source_of, table_settings
 from pagination_index.backends.base import Add, Remove, newest_first
 from pagination_index.models import RebuildCheckpoint
 from tests import factories
@@ -31,6 +31,11 @@ def image(pk, sk, sku, rating, with_rating_key=True):
 
 def record(old=None, new=None):
     return {"dynamodb": {**({"OldImage": old} if old else {}), **({"NewImage": new} if new else {})}}
+
+
+def record_ops(record):
+    """The ops of one record for both sources of the comments table (products, then ratings)."""
+    return records_ops(sources.for_table(table_name()), [record])
 
 
 def test_record_ops_for_both_groups():
@@ -53,7 +58,7 @@ def assert_rating_groups_equal_table(sku):
     index = get_index()
     for rating in range(1, 6):
         group = rating_group(sku, rating)
-        expected = newest_first(get_source().group_entries(group))
+        expected = newest_first(source_of(group).group_entries(group))
         assert index.count(group) == len(expected), group
         assert index.range(group, 0, len(expected) + 5) == expected, group
 
@@ -90,7 +95,7 @@ def test_rebuild_fills_and_empties_rating_groups(comments_table):
     comments = factories.seed("RB", 50, seed=6)
     index = get_index()
     index.add_many("RB/2", [("stale", SK1)])  # not in the table: a rebuild must drop it
-    call_command("rebuild_index", product=["RB"], verbosity=0)
+    call_command("rebuild_index", group=["RB"], verbosity=0)
     assert_rating_groups_equal_table("RB")
     index.clear()
     call_command("rebuild_index", verbosity=0)
@@ -108,13 +113,13 @@ def old_table_definition():
 
 @pytest.fixture
 def old_table(dynamodb_settings):
-    config = dict(dynamodb_settings, TABLE=f"comments-old-{uuid.uuid4().hex[:12]}")
-    with override_settings(DYNAMODB=config):
+    table = f"comments-old-{uuid.uuid4().hex[:12]}"
+    with table_settings(table):
         client = dynamodb()
         client.create_table(**old_table_definition())
         client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
         try:
-            yield config["TABLE"]
+            yield table
         finally:
             delete_tables()
 

@@ -7,7 +7,8 @@ import io
 import pytest
 from django.core.management import call_command
 
-from pagination_index import get_index, get_source
+from pagination_index import get_index
+from tests.config import index_config, source_of
 from pagination_index.models import RebuildCheckpoint, RebuildFence, RebuildJournal
 from tests import factories
 from tests.pagination_index.streams import assert_index_equals_table
@@ -22,17 +23,17 @@ class Stopped(Exception):
 def test_a_stopped_rebuild_resumes_with_the_products_it_had_not_finished(comments_table, monkeypatch):
     for n, sku in enumerate(("R-A", "R-B", "R-C")):
         factories.seed(sku, 5 + n, seed=40 + n)
-    source = get_source()
-    read = source.unit_entries
+    source = source_of("R-A")
+    read = source.group_entries
     asked = []
 
-    def stop_at_b(unit, **kwargs):
-        asked.append(unit)
-        if unit == "R-B":
+    def stop_at_b(group, **kwargs):
+        asked.append(group)
+        if group == "R-B":
             raise Stopped  # a crash or Ctrl-C in the middle of the run
-        yield from read(unit, **kwargs)
+        yield from read(group, **kwargs)
 
-    monkeypatch.setattr(source, "unit_entries", stop_at_b)
+    monkeypatch.setattr(source, "group_entries", stop_at_b)
     with pytest.raises(Stopped):
         call_command("rebuild_index", verbosity=0, wave=1)
     assert list(RebuildCheckpoint.objects.values_list("unit", flat=True)) == ["R-A"]
@@ -40,7 +41,7 @@ def test_a_stopped_rebuild_resumes_with_the_products_it_had_not_finished(comment
     assert get_index().count("R-A") == 5 and get_index().count("R-B") == 0
 
     asked.clear()
-    monkeypatch.setattr(source, "unit_entries", lambda unit, **kwargs: (asked.append(unit), read(unit, **kwargs))[1])
+    monkeypatch.setattr(source, "group_entries", lambda group, **kwargs: (asked.append(group), read(group, **kwargs))[1])
     call_command("rebuild_index", verbosity=0, resume=True)
     assert asked == ["R-B", "R-C"]  # R-A is not read again
     assert not RebuildCheckpoint.objects.exists() and not RebuildJournal.objects.exists()
@@ -49,7 +50,7 @@ def test_a_stopped_rebuild_resumes_with_the_products_it_had_not_finished(comment
 
 @pytest.mark.usefixtures("strict_dynamodb_settings")
 def test_a_throttled_rebuild_slows_down_and_finishes(comments_table, strict_endpoint, settings):
-    settings.AWS = dict(settings.AWS, BULK_MAX_ATTEMPTS=1)  # every throttle reaches the command's own retry
+    settings.PAGINATION_INDEX = index_config(aws={"BULK_MAX_ATTEMPTS": 1})  # every throttle reaches the command's own retry
     for n in range(4):
         factories.seed(f"T-{n}", 30, seed=50 + n)
     strict_endpoint.set_faults([{"kind": "ProvisionedThroughputExceededException", "rate": 0.5,

@@ -9,7 +9,8 @@ from django.core.management import call_command
 from pagination_index import get_index
 from pagination_index.checks import check_index_apart_from_caches
 from tests.ops.test_settings import manage
-from tests.pagination_index.contract import sk
+from pagination_index.testing import sk
+from tests.config import index_config
 
 
 def use_redis(settings, port, *, index_database=1):
@@ -20,8 +21,8 @@ def use_redis(settings, port, *, index_database=1):
         "sessions": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
                      "LOCATION": f"redis://127.0.0.1:{port}/2"},
     }
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/{index_database}")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{port}/{index_database}")})
 
 
 def test_the_index_survives_every_cache_clear_on_the_same_server(settings, redis_server):
@@ -55,8 +56,8 @@ def test_a_cache_on_the_index_database_is_refused(settings, redis_server):
 ])
 def test_the_check_compares_databases_not_spellings(settings, cache_url, index_url, refused):
     settings.CACHES = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": f"{cache_url},redis://replica"}}
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                 "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=index_url)}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
+                                 "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, LOCATION=index_url)})
     assert bool(check_index_apart_from_caches(None)) is refused
 
 

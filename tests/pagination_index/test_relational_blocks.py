@@ -17,8 +17,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from pagination_index.backends.base import Add, Remove, newest_first
 from pagination_index.backends.relational import PlainRelationalIndex, RelationalIndex
 from pagination_index.models import IndexBlock, IndexGroup
-from tests.pagination_index.contract import sk
+from pagination_index.testing import sk
 from tests.pagination_index.test_backends import RelationalContract
+from tests.config import index_config
 
 # Splits above 8 entries, merges under 2; upper blocks split above 6 children, merge at 1.
 TINY = {"BLOCK_SIZE": 4, "FANOUT": 3}
@@ -364,7 +365,7 @@ def test_blocks_match_a_sorted_list_on_postgresql(postgres_database):
 
 # --- check_index ----------------------------------------------------------------------------------
 def test_check_index_reports_and_repairs(db, settings):
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": TINY}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": TINY})
     index = RelationalIndex(TINY)
     index.add_many("A", entries(50))
     index.add_many("B", entries(5))
@@ -385,7 +386,7 @@ def test_check_index_reports_and_repairs(db, settings):
 
 
 def test_check_index_passes_a_backend_without_derived_structures(db, settings):
-    settings.PAGINATION_INDEX = {"BACKEND": "pagination_index.backends.relational.PlainRelationalIndex", "OPTIONS": {}}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "pagination_index.backends.relational.PlainRelationalIndex", "OPTIONS": {}})
     PlainRelationalIndex({}).add_many("A", entries(5))
     out = StringIO()
     call_command("check_index", stdout=out, stderr=StringIO())

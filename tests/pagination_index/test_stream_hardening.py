@@ -13,7 +13,8 @@ from botocore.exceptions import EndpointConnectionError
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from pagination_index import get_index, get_source
+from pagination_index import get_index
+from tests.config import index_config, source_of
 from pagination_index.aws_lambda import handler
 from pagination_index.leases import LeaseLost
 from pagination_index.fences import Fences
@@ -94,7 +95,7 @@ def test_trimmed_records_mark_groups_until_rebuilt(faults):
     assert set(StaleGroup.objects.values_list("group", flat=True)) == {"*"}
     with pytest.raises(CommandError, match="lost stream records"):
         call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
-    call_command("rebuild_index", product=["A"], verbosity=0)  # not enough: any group may have lost records
+    call_command("rebuild_index", group=["A"], verbosity=0)  # not enough: any group may have lost records
     assert set(StaleGroup.objects.values_list("group", flat=True)) == {"*"}
     call_command("rebuild_index", verbosity=0)
     assert not StaleGroup.objects.exists()
@@ -177,27 +178,26 @@ def test_writes_during_a_rebuild_reach_the_index(comments_table, monkeypatch):
     other product's are applied at once (no global pause)."""
     a = factories.seed("A", 50, seed=22)
     call_command("sync_index", once=True, verbosity=0)
-    source = get_source()
-    read = source.unit_entries
+    source = source_of("A")
+    read = source.group_entries
     late = factories.make_comments("A", 7, seed=23)
 
-    def read_then_write(unit, **kwargs):
-        for group, entries in read(unit, **kwargs):
-            found = list(entries)
-            if group == "A":
-                for comment in late:
-                    put(comment)
-                for comment in a[:4]:
-                    delete(comment)
-                move(a[4], "B")
-                assert consumer().run(once=True).records == 12  # the stream flows...
-                assert get_index().count("A") == 50  # ...A's ops are held back: it is being rebuilt
-                assert get_index().count("B") == 1  # ...B's are applied at once
-                assert RebuildJournal.objects.filter(group="A").count() == 12
-            yield group, iter(found)
+    def read_then_write(group, **kwargs):
+        found = list(read(group, **kwargs))
+        if group == "A":
+            for comment in late:
+                put(comment)
+            for comment in a[:4]:
+                delete(comment)
+            move(a[4], "B")
+            assert consumer().run(once=True).records == 12  # the stream flows...
+            assert get_index().count("A") == 50  # ...A's ops are held back: it is being rebuilt
+            assert get_index().count("B") == 1  # ...B's are applied at once
+            assert RebuildJournal.objects.filter(group="A").count() == 12
+        yield from found
 
-    monkeypatch.setattr(source, "unit_entries", read_then_write)
-    call_command("rebuild_index", product=["A"], verbosity=0, settle_seconds=0)
+    monkeypatch.setattr(source, "group_entries", read_then_write)
+    call_command("rebuild_index", group=["A"], verbosity=0, settle_seconds=0)
     assert not RebuildJournal.objects.exists() and not RebuildFence.objects.exists()
     assert get_index().count("A") == 52  # the table as read, then the held-back writes replayed
     assert_index_equals_table("A", "B")
@@ -248,8 +248,8 @@ def test_verify_finds_each_kind_of_drift_and_repairs(comments_table):
         call_command("verify_index", stdout=out, recheck_seconds=0)
     assert "A: table 40, index 39, missing 3, extra 2, misordered 0" in out.getvalue()
     with pytest.raises(CommandError):
-        call_command("verify_index", product=["A"], sample=None, stdout=io.StringIO(), recheck_seconds=0)
-    call_command("verify_index", product=["B"], verbosity=0, recheck_seconds=0)
+        call_command("verify_index", group=["A"], sample=None, stdout=io.StringIO(), recheck_seconds=0)
+    call_command("verify_index", group=["B"], verbosity=0, recheck_seconds=0)
     call_command("verify_index", repair=True, stdout=io.StringIO(), recheck_seconds=0)
     assert_index_equals_table("A", "B")
     call_command("verify_index", sample=1, verbosity=0, recheck_seconds=0)
@@ -317,8 +317,8 @@ def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings
     """Redis (holding the index) killed while comments are written: the consumer keeps polling
     instead of dying with records unapplied, and catches up once Redis is back."""
     server = RedisServer(tmp_path, durable=True).start()
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{server.port}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{server.port}/1")})
     try:
         factories.seed("A", 30, seed=41)
         worker = consumer()
@@ -345,10 +345,10 @@ def test_a_following_consumer_waits_out_an_index_outage(comments_table, settings
 @pytest.mark.django_db(transaction=True)
 def test_lambda_handler_finishes_the_dynamodb_re_mark(dynamodb_index_options, settings):
     """A deep insert past MAX_SHIFT marks its group; the next invocation's deferred work re-marks it."""
-    from tests.pagination_index.contract import sk
+    from pagination_index.testing import sk
 
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
-                                 "OPTIONS": dict(dynamodb_index_options, MAX_SHIFT=1)}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
+                                 "OPTIONS": dict(dynamodb_index_options, MAX_SHIFT=1)})
     index = get_index()
     index.replace("g", [(f"m{n:02d}", sk(n * 2)) for n in range(30)])
     index.add_many("g", [("x", sk(1))])

@@ -10,6 +10,7 @@ from pagination_index import get_index
 from pagination_index.stream import StreamConsumer, apply_records
 from tests import factories
 from tests.pagination_index.streams import assert_index_equals_table, checkpoints, delete, put, stream_arn
+from tests.config import use_table
 
 
 @pytest.mark.django_db(databases="__all__")
@@ -94,6 +95,6 @@ def test_rebuild_index_matches_the_table(comments_table):
 
 @pytest.mark.django_db
 def test_sync_without_a_table_is_a_clear_error(dynamodb_settings, settings):
-    settings.DYNAMODB = dict(dynamodb_settings, TABLE="no-such-table")
+    use_table(settings, "no-such-table")
     with pytest.raises(CommandError, match="The table could not be read: DescribeTable: .*non-existent table"):
         call_command("sync_index", once=True, verbosity=0)

@@ -19,6 +19,7 @@ from comments.table.schema import create_tables, delete_tables
 from pagination_index.stream import StreamConsumer
 from tests import factories
 from tests.processes import leases
+from tests.config import table_settings
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +35,7 @@ def follower(dynamodb_settings, tmp_path):
            "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_DEBUG": "1", "SHOP_VAR_DIR": str(tmp_path),
            "PYTHONUNBUFFERED": "1",  # what it printed survives a kill
            "DYNAMODB_ENDPOINT_URL": config["ENDPOINT_URL"], "COMMENTS_TABLE": config["TABLE"]}
-    with override_settings(DYNAMODB=config):
+    with table_settings(config["TABLE"]):
         create_tables()
         try:
             factories.seed("SIG-1", 30, seed=3)

@@ -12,6 +12,7 @@ import pytest
 from shop.logs import JSONFormatter, KeyValueFormatter, RequestIdFilter, current_request_id
 from stack.dynamodb_local import free_port
 from tests import factories
+from tests.config import index_config
 
 pytestmark = pytest.mark.django_db
 
@@ -48,8 +49,8 @@ def test_lines_of_a_refused_post_carry_its_request_id(client, console):
 def test_an_index_outage_logs_its_503_with_the_request_id(client, comments_table, settings, console):
     factories.seed("LOGS-2", 230, seed=41)  # 12 pages: the last two need the index
     product = factories.product("LOGS-2")
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
     response = client.get(product.get_absolute_url() + "?page=12", HTTP_X_REQUEST_ID="outage-7")
     assert response.status_code == 503 and response["X-Request-ID"] == "outage-7"
     lines = console()

@@ -10,6 +10,7 @@ from django.test import Client
 from comments.store import put_comments
 from shop.middleware import MicroCacheMiddleware
 from tests import factories
+from tests.config import set_cache_seconds
 
 SKU = "MICRO-1"
 URL = f"/products/{SKU}/"
@@ -18,7 +19,7 @@ URL = f"/products/{SKU}/"
 @pytest.fixture
 def product(db, comments_table, settings):
     settings.RESPONSE_MICRO_CACHE_SECONDS = 30
-    settings.COMMENTS_FAST_CACHE_SECONDS = 0  # the page under the micro-cache always reads the table
+    set_cache_seconds(settings, 0)  # the page under the micro-cache always reads the table
     factories.seed(SKU, 3, seed=7)
     return factories.product(SKU, "Micro kettle")
 

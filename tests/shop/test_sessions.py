@@ -24,7 +24,7 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import path
 
-from comments.store import newest
+from comments.selectors import comments_query
 from shop import urls as shop_urls
 from tests import factories
 from tests.conftest import TEST_POSTGRES_URL
@@ -71,8 +71,7 @@ def product(transactional_db, comments_table):
 
 
 def stored_bodies() -> list[str]:
-    comments, _ = newest(SKU, 100)
-    return [comment.body for comment in comments]
+    return [comment.body for comment in comments_query(SKU)[0:100]]
 
 
 @contextmanager

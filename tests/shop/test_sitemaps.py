@@ -10,6 +10,7 @@ from pagination_index import BaseIndex, IndexUnavailable
 from shop.models import Product
 from tests import factories
 from tests.crawler import path_and_query
+from tests.config import index_config
 
 OLD = datetime(2019, 1, 1, tzinfo=timezone.utc)
 COUNTS = {"MAP-A": 130, "MAP-B": 41, "MAP-C": 0}  # 7, 3 and 1 pages
@@ -25,7 +26,7 @@ def map_products(db, map_comments):
     for sku in COUNTS:
         factories.product(sku)
     Product.objects.update(updated_at=OLD)
-    call_command("rebuild_index", product=list(map_comments), verbosity=0)
+    call_command("rebuild_index", group=list(map_comments), verbosity=0)
 
 
 def entries(client, url):
@@ -76,7 +77,7 @@ class DownIndex(BaseIndex):
 
 def test_sitemap_without_the_index_is_503(client, db, settings):
     factories.product("MAP-D")
-    settings.PAGINATION_INDEX = {"BACKEND": "tests.shop.test_sitemaps.DownIndex"}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": "tests.shop.test_sitemaps.DownIndex"})
     for url in ("/sitemap.xml", "/sitemap-comment-pages.xml", "/sitemap-products.xml"):
         response = client.get(url)
         assert response.status_code == 503 and response["Retry-After"], url

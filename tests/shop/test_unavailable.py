@@ -9,6 +9,7 @@ from django.test import override_settings
 from pagination_index.backends.redis import RedisIndex
 from stack.dynamodb_local import free_port
 from tests import factories
+from tests.config import aws_settings, index_config
 
 SKU = "FUNNEL-1"
 pytestmark = pytest.mark.django_db
@@ -22,8 +23,8 @@ def product(comments_table):
 
 @pytest.fixture
 def index_down(settings):
-    settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"], "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
 
 
 def test_index_down_is_json_503_under_the_api_and_the_page_elsewhere(client, product, index_down, settings):
@@ -39,7 +40,7 @@ def test_index_down_is_json_503_under_the_api_and_the_page_elsewhere(client, pro
 
 
 def test_dynamodb_down_is_a_503_naming_the_store(client, product, settings):
-    with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=f"http://127.0.0.1:{free_port()}")):
+    with aws_settings(ENDPOINT_URL=f"http://127.0.0.1:{free_port()}"):
         page = client.get(product.get_absolute_url())
         api = client.get(f"/api/products/{SKU}/comments")
     assert page.status_code == 503 and page["Retry-After"] == str(settings.RETRY_AFTER_SECONDS)
@@ -58,9 +59,9 @@ class CountingRedisIndex(RedisIndex):
 
 
 def test_after_an_index_failure_pages_fail_fast_without_calling_it(client, product, settings):
-    settings.PAGINATION_INDEX = {"BACKEND": f"{__name__}.CountingRedisIndex", "OPTIONS": dict(
-        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")}
-    settings.PAGINATION_INDEX_FAIL_FAST_SECONDS = 0.5
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": f"{__name__}.CountingRedisIndex", "OPTIONS": dict(
+        settings.PAGINATION_INDEX_REDIS, LOCATION=f"redis://127.0.0.1:{free_port()}/1")})
+    settings.PAGINATION_INDEX = index_config(FAIL_FAST_SECONDS=0.5)
     CountingRedisIndex.calls = 0
     assert client.get(product.get_absolute_url() + "?page=12").status_code == 503
     reached = CountingRedisIndex.calls

@@ -67,9 +67,9 @@ def sized_item(pk: str, size: int, sk: str = "s", **attributes) -> dict:
 
 
 def with_request_id(ddb, request_id: str):
-    """Send X-Shop-Request-Id on every request of `ddb` (added after signing, as a proxy would)."""
+    """Send X-Request-Tag on every request of `ddb` (added after signing, as a proxy would)."""
     def add(request, **kwargs):
-        request.headers["X-Shop-Request-Id"] = request_id
+        request.headers["X-Request-Tag"] = request_id
 
     ddb.meta.events.register("before-send.dynamodb.*", add)
     return ddb

@@ -1,5 +1,5 @@
 """The attempts log: botocore's retries of one call share its invocation id and number their
-attempts; a caller's X-Shop-Request-Id groups every call of one page request."""
+attempts; a caller's X-Request-Tag groups every call of one page request."""
 from __future__ import annotations
 
 import pytest

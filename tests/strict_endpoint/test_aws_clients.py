@@ -1,6 +1,6 @@
 """The client layer (aws/) through the strict endpoint (issue 27): every call signed with the configured
 credentials, page requests within DYNAMODB_MAX_ATTEMPTS in all (counted at the endpoint by the page's
-X-Shop-Request-Id), a throttling storm answered 503 with Retry-After within the read timeout, a
+X-Request-Tag), a throttling storm answered 503 with Retry-After within the read timeout, a
 ValidationException not retried, unprocessed batch items sent again after a backoff, temporary
 credentials rotating under pages, and the DynamoDB index reading cancellation reasons."""
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pagination_index.backends.base import IndexUnavailable
 from pagination_index.backends.dynamodb import DynamoDBIndex, InvalidIndexWrite
 from tests import factories
 from tests.factories import make_comments
+from tests.config import aws_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("strict_dynamodb_settings", "cold_reads")]
 
@@ -36,9 +37,9 @@ def test_a_throttling_storm_is_a_quick_503_within_the_attempt_budget(client, com
     request_id = f"storm-{uuid.uuid4().hex[:8]}"
     response, elapsed = page(client, sku, request_id)
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
-    assert elapsed < settings.DYNAMODB["READ_TIMEOUT"]
+    assert elapsed < settings.PAGINATION_INDEX["AWS"]["READ_TIMEOUT"]
     attempts = strict_endpoint.attempts_summary()["by_request_id"][request_id]
-    assert attempts["attempts"] == settings.DYNAMODB["MAX_ATTEMPTS"]
+    assert attempts["attempts"] == settings.PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"]
     assert set(attempts["errors"]) == {"ThrottlingException"}
     strict_endpoint.set_faults([])
     response, _ = page(client, sku, f"calm-{uuid.uuid4().hex[:8]}")
@@ -58,9 +59,9 @@ def test_throttles_are_retried_after_a_backoff_within_the_same_page_request(clie
     summary = strict_endpoint.attempts_summary()["by_request_id"]
     for request_id, status in statuses.items():
         attempts = summary[request_id]
-        assert attempts["attempts"] <= settings.DYNAMODB["MAX_ATTEMPTS"]
+        assert attempts["attempts"] <= settings.PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"]
         if status == 503:
-            assert attempts["attempts"] == settings.DYNAMODB["MAX_ATTEMPTS"] and None not in attempts["errors"]
+            assert attempts["attempts"] == settings.PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"] and None not in attempts["errors"]
         else:
             assert status == 200 and attempts["errors"][-1] is None
     assert any(summary[request_id]["attempts"] > 1 and statuses[request_id] == 200 for request_id in ids), (statuses, summary)
@@ -85,9 +86,9 @@ def test_the_queries_of_one_page_request_share_its_retries(client, comments_tabl
         seen = attempts
         time.sleep(1.0)  # longer than the page path's backoff cap (0.5 s)
     assert attempts["invocations"] >= 2
-    assert attempts["attempts"] - attempts["invocations"] == settings.DYNAMODB["MAX_ATTEMPTS"] - 1
+    assert attempts["attempts"] - attempts["invocations"] == settings.PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"] - 1
     retried = [entry["attempt"] for entry in strict_endpoint.requests() if entry["request_id"] == request_id]
-    assert None not in retried and max(retried) <= settings.DYNAMODB["MAX_ATTEMPTS"]
+    assert None not in retried and max(retried) <= settings.PAGINATION_INDEX["AWS"]["MAX_ATTEMPTS"]
 
 
 def test_a_validation_exception_is_raised_once_not_retried(comments_table, strict_endpoint):
@@ -108,7 +109,7 @@ def test_unprocessed_items_are_sent_again_after_a_backoff(comments_table, strict
     writes = [entry for entry in strict_endpoint.requests() if entry["operation"] == "BatchWriteItem"]
     assert len(writes) >= 3  # two batches of 25, and what was left of them again
     strict_endpoint.set_faults([])
-    found = dynamodb_reads().query(TableName=comments_table, IndexName=settings.DYNAMODB["GSI"],
+    found = dynamodb_reads().query(TableName=comments_table, IndexName="byProduct",
                                    KeyConditionExpression="PK2 = :g", ExpressionAttributeValues={":g": {"S": "AWS-BATCH"}})
     assert len(found["Items"]) == 50
 
@@ -123,7 +124,7 @@ def test_pages_keep_working_while_temporary_credentials_rotate(client, comments_
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", url)
-    with override_settings(DYNAMODB=dict(settings.DYNAMODB)):  # the clients are built again, on the new chain
+    with aws_settings():  # the clients are built again, on the new chain
         strict_endpoint.clear_requests()
         statuses = []
         deadline = time.monotonic() + 3.0

@@ -18,7 +18,7 @@ SKU = "STRICT-1"
 def test_numbered_pages_through_the_strict_endpoint(client, comments_table, strict_endpoint):
     comments = factories.seed(SKU, 250, seed=3)
     product = factories.product(SKU)
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
     for number, served_by in ((1, "fast"), (12, "index")):
         response = client.get(product.get_absolute_url() + (f"?page={number}" if number > 1 else ""))
         assert response.status_code == 200

@@ -98,8 +98,6 @@ class Command(ReportingCommand):
             checkpoints.delete()
         missing = sum(found for found, _ in results)
         updated = sum(written for _, written in results)
-        if reads.throttles or writes.throttles:
-            self.warn(f"{reads.throttles + writes.throttles} call(s) throttled and retried at a lower rate")
         if dry_run:  # the count asked for: printed at every verbosity
             self.stdout.write(self.style.SUCCESS(f"{missing} comments lack PK2R (dry run: nothing changed)"))
         else:

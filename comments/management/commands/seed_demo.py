@@ -7,9 +7,8 @@ from django.core.management.base import CommandError
 
 from comments import demo
 from comments.store import put_comments
-from comments.table.keys import rating_group
-from comments.table.source import CommentsTableSource
-from pagination_index import get_index
+from comments.table.keys import PRODUCTS, rating_group
+from pagination_index import get_index, sources
 from pagination_index.management import ReportingCommand
 from shop.models import Product
 
@@ -40,7 +39,7 @@ class Command(ReportingCommand):
         for item in catalogue:
             Product.objects.update_or_create(
                 sku=item.sku, defaults={"name": item.name, "price": item.price, "description": item.description})
-        if if_empty and CommentsTableSource().has_items():
+        if if_empty and sources[PRODUCTS].has_items():
             self.summary("comments table already has data: products updated, no comments written")
             return
         rng = random.Random(seed)

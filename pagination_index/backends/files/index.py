@@ -80,6 +80,9 @@ class FileIndex(NetWriteIndex):
     """OPTIONS: PATH (the folder), COMMIT_ENTRIES (commit a group once its log holds this many
     changes), COMMIT_SECONDS (or once its log is this old, checked on writes and by maintain())."""
 
+    # Sort keys are stored as integers: ISO-8601 timestamps with microseconds (sortkeys.py).
+    sort_keys = "iso8601"
+
     unavailable_errors = FAILURES
     error_label = "files index"
     write_ahead_log = True

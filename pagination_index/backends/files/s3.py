@@ -21,7 +21,7 @@ import time
 
 from botocore.exceptions import ClientError
 
-import aws
+from pagination_index import aws
 
 from .format import HEADER_READ, Header, decode_header
 from .storage import GenerationFile, Opened
@@ -44,15 +44,15 @@ class S3Generation:
 
 class S3Storage:
     """OPTIONS: S3_BUCKET, S3_PREFIX, S3_ENDPOINT_URL, S3_REGION, MANIFEST_SECONDS. Credentials come
-    from boto3's default chain, as every AWS client's (aws/)."""
+    from boto3's default chain, as every AWS client's (pagination_index/aws/)."""
 
     def __init__(self, options: dict):
         self.bucket = options["S3_BUCKET"]
         self.prefix = options.get("S3_PREFIX", "pagination-index/")
         self.manifest_seconds = float(options.get("MANIFEST_SECONDS", 1))
         # Page use: a page's at() is a ranged GET, so a failing S3 must become a quick 503.
-        self.client = aws.client("s3", aws.PAGE, region=options.get("S3_REGION", "us-east-1"),
-                                 endpoint_url=options.get("S3_ENDPOINT_URL") or None,
+        self.client = aws.client("s3", aws.PAGE, region_name=options.get("S3_REGION") or None,
+                                 endpoint=options.get("S3_ENDPOINT_URL") or None,
                                  connect_timeout=options.get("S3_CONNECT_TIMEOUT", 2),
                                  read_timeout=options.get("S3_READ_TIMEOUT", 10), attempts=3)
         self._manifests: dict[str, tuple[float, str | None, dict | None]] = {}

@@ -5,9 +5,10 @@ from botocore.exceptions import ClientError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from pagination_index import get_index, get_source
+from pagination_index import get_index, sources
 from pagination_index.management import ReportingCommand, reports_unavailable
 from pagination_index.models import StaleGroup
+from pagination_index.sources import records_ops, table_of_stream
 from pagination_index.stale import stale_groups_mark
 from pagination_index.stream import checkpoint_database
 
@@ -25,7 +26,7 @@ class Command(ReportingCommand):
     def add_arguments(self, parser):
         parser.add_argument("destination", type=Path,
                             help="The folder the mapping writes its on-failure messages to (one JSON file each).")
-        parser.add_argument("--rebuild", action="store_true", help="Rebuild the groups named (rebuild_index --product).")
+        parser.add_argument("--rebuild", action="store_true", help="Rebuild the groups named (as rebuild_index does).")
         parser.add_argument("--dry-run", action="store_true", help="Only print what the messages name.")
 
     @reports_unavailable
@@ -33,8 +34,7 @@ class Command(ReportingCommand):
         if not destination.is_dir():
             raise CommandError(f"{destination} is not a folder of on-failure messages")
         messages = sorted(destination.glob("*.json"))
-        source, database = get_source(), checkpoint_database(get_index())
-        client = source.stream_client()
+        database = checkpoint_database(get_index())
         groups: set[str] = set()
         everything = False
         for path in messages:
@@ -42,8 +42,11 @@ class Command(ReportingCommand):
                 info = json.loads(path.read_text())["DDBStreamBatchInfo"]
             except (ValueError, KeyError) as exc:
                 raise CommandError(f"{path}: not an on-failure message of a DynamoDB stream ({exc})") from None
+            declared = sources.for_table(table_of_stream(info["streamArn"]))
+            if not declared:
+                raise CommandError(f"{path}: no source is declared on the table of {info['streamArn']}")
             try:
-                named = {op.group for op in source.records_ops(_batch_records(client, info))}
+                named = {op.group for op in records_ops(declared, _batch_records(declared[0].stream_client(), info))}
             except ClientError as exc:
                 self.warn(f"{path.name}: the records of {info['shardId']} from {info['startSequenceNumber']} are no "
                           f"longer in the stream ({exc.response['Error']['Code']}): every group may be wrong")
@@ -65,9 +68,13 @@ class Command(ReportingCommand):
         for path in messages:
             path.rename(done / path.name)
         if rebuild:
-            products = None if everything else sorted({source.unit_of(group) for group in groups})
-            call_command("rebuild_index", product=products,
-                         verbosity=options["verbosity"], stdout=self.stdout, stderr=self.stderr)
+            if everything:
+                call_command("rebuild_index", verbosity=options["verbosity"], stdout=self.stdout, stderr=self.stderr)
+            for source in ([] if everything else sources):
+                values = sorted(source.group_value(g) for g in groups if source.owns(g))
+                if values:
+                    call_command("rebuild_index", source=[source.name], group=values,
+                                 verbosity=options["verbosity"], stdout=self.stdout, stderr=self.stderr)
         self.summary(f"{len(messages)} message(s) handled; "
                      + ("every group marked" if everything else f"marked: {', '.join(sorted(groups))}")
                      + ("; rebuilt" if rebuild else "; run `rebuild_index` (or this command with --rebuild)"))

@@ -1,80 +1,90 @@
 import signal
 import threading
 
-from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from metrics import stream as stream_metrics
-from pagination_index import get_index, get_source
+from pagination_index import get_index, signals, sources
+from pagination_index.conf import index_settings
 from pagination_index.leases import lease_release
 from pagination_index.management import ReportingCommand, reports_unavailable, stream_arn
 from pagination_index.models import ShardCheckpoint
 from pagination_index.stale import stale_groups
-from pagination_index.stream import StreamConsumer, checkpoint_database
+from pagination_index.stream import PollResult, StreamConsumer, checkpoint_database
 
 
 class Command(ReportingCommand):
     help = (
-        "Keep the pagination index in step with the comments table by consuming its DynamoDB Stream. "
-        "Follows the stream until SIGTERM/SIGINT (finishing the current batch), or drains it with --once. "
-        "Shards are leased, so a second sync_index can run as a standby; --status shows the state."
+        "Keep the pagination index in step with the tables of PAGINATION_INDEX['SOURCES'] by consuming their "
+        "DynamoDB Streams (one consumer per table). Follows the streams until SIGTERM/SIGINT (finishing the "
+        "current batch), or drains them with --once. Shards are leased, so a second sync_index can run as a "
+        "standby; --status shows the state."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="Drain the stream to its current end, then exit.")
+        sync = index_settings.SYNC
+        parser.add_argument("--once", action="store_true", help="Drain the streams to their current end, then exit.")
         parser.add_argument("--status", action="store_true",
                             help="Print each shard's checkpoint, lease and lag, and any groups needing a rebuild.")
         parser.add_argument(
-            "--poll-seconds", type=float, default=settings.SYNC_INDEX_POLL_SECONDS,
-            help="How often a shard at its end is read again, within a poll and between polls (default: %(default)s, SYNC_INDEX_POLL_SECONDS).",
+            "--poll-seconds", type=float, default=sync["POLL_SECONDS"],
+            help="How often a shard at its end is read again, within a poll and between polls "
+                 "(default: %(default)s, PAGINATION_INDEX['SYNC']['POLL_SECONDS']).",
         )
         parser.add_argument(
-            "--workers", type=int, default=settings.SYNC_INDEX_WORKERS,
-            help="Threads reading shards in parallel (default: %(default)s, SYNC_INDEX_WORKERS); records are "
-                 "applied by one thread, in order per shard.",
+            "--workers", type=int, default=sync["WORKERS"],
+            help="Threads reading shards in parallel, per table (default: %(default)s, "
+                 "PAGINATION_INDEX['SYNC']['WORKERS']); records are applied by one thread, in order per shard.",
         )
-        parser.add_argument("--batch-size", type=int, default=1000, help="Records per GetRecords call (max 1000).")
+        parser.add_argument("--batch-size", type=int, default=sync["BATCH_SIZE"],
+                            help="Records per GetRecords call (max 1000; default: %(default)s).")
         parser.add_argument(
-            "--lease-seconds", type=float, default=settings.SYNC_INDEX_LEASE_SECONDS,
+            "--lease-seconds", type=float, default=sync["LEASE_SECONDS"],
             help="How long a shard lease lasts unless renewed; a standby takes over a dead consumer's shards "
-                 "after this (default: %(default)s, SYNC_INDEX_LEASE_SECONDS).",
+                 "after this (default: %(default)s, PAGINATION_INDEX['SYNC']['LEASE_SECONDS']).",
         )
 
     @reports_unavailable
     def handle(self, *args, once, status, poll_seconds, batch_size, lease_seconds, workers, **options):
-        arn = stream_arn(get_source())
+        tables = sources.by_table()
+        if not tables:
+            raise CommandError("PAGINATION_INDEX['SOURCES'] declares no source: there is no stream to follow.")
+        arns = {table: stream_arn(declared[0]) for table, declared in tables.items()}
         if status:
-            return self._status(arn, checkpoint_database(get_index()))
+            for arn in arns.values():
+                self._status(arn, checkpoint_database(get_index()))
+            return
         if lease_seconds <= 0:
             raise CommandError("--lease-seconds must be positive")
         if workers < 1:
             raise CommandError("--workers must be at least 1")
         stop, stopped = threading.Event(), threading.Event()
         restore = self._install_signal_handlers(stop, stopped)
-        consumer = StreamConsumer(index=get_index(), stream_arn=arn, batch_size=min(batch_size, 1000),
-                                  stop_event=stop, lease_seconds=lease_seconds, workers=workers)
-
-        if settings.SYNC_INDEX_METRICS_PORT:
-            stream_metrics.serve(settings.SYNC_INDEX_METRICS_PORT)
+        consumers = [StreamConsumer(index=get_index(), stream_arn=arns[table], sources=declared,
+                                    batch_size=min(batch_size, 1000), stop_event=stop, lease_seconds=lease_seconds,
+                                    workers=workers)
+                     for table, declared in tables.items()]
+        for consumer in consumers:
+            signals.consumer_started.send(StreamConsumer, consumer=consumer)
 
         def report(result):
-            stream_metrics.observe_poll(result, consumer)
             for loss in result.trimmed:
                 self.stderr.write(self.style.ERROR(f"STREAM RECORDS LOST: {loss}"))
             if result.records:
                 self.note(f"applied {result.records} records ({result.ops} index ops)")
 
         if not once:
-            self.note(f"following {arn} as {consumer.owner} (Ctrl-C to stop)")
+            for consumer in consumers:
+                self.note(f"following {consumer.stream_arn} as {consumer.owner} (Ctrl-C to stop)")
         try:
             try:
-                total = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=report)
+                total = run_consumers(consumers, once=once, poll_seconds=poll_seconds, on_poll=report)
             except KeyboardInterrupt:  # a second signal: stop now, the batch under way rolled back
                 stopped.set()  # from here on signals are ignored: nothing is left to interrupt but this
                 try:
-                    released = lease_release(stream_arn=arn, owner=consumer.owner, using=consumer.database)
+                    released = sum(lease_release(stream_arn=consumer.stream_arn, owner=consumer.owner,
+                                                 using=consumer.database) for consumer in consumers)
                     leases = f"{released} shard lease(s) released"
                 except DatabaseError:
                     leases = f"the shard leases could not be released and expire within {lease_seconds:g} s"
@@ -148,3 +158,42 @@ class Command(ReportingCommand):
                 signal.raise_signal(received[0])
 
         return restore
+
+
+def run_consumers(consumers: list[StreamConsumer], *, once: bool, poll_seconds: float, on_poll) -> PollResult:
+    """Run each table's consumer: the one of a single table on this thread (the usual case), several
+    on threads of their own, their totals added up. The first failure is raised once all stopped."""
+    if len(consumers) == 1:
+        return consumers[0].run(once=once, poll_seconds=poll_seconds, on_poll=on_poll)
+    results: list[PollResult] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(consumer: StreamConsumer) -> None:
+        try:
+            result = consumer.run(once=once, poll_seconds=poll_seconds, on_poll=on_poll)
+            with lock:
+                results.append(result)
+        except BaseException as exc:  # handed to the main thread below
+            errors.append(exc)
+            consumer.stop_event.set()
+        finally:
+            connections.close_all()  # this thread's own
+
+    threads = [threading.Thread(target=run, args=(consumer,), name=f"sync-{n}", daemon=True)
+               for n, consumer in enumerate(consumers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)  # a short join keeps Ctrl-C deliverable to the main thread
+    if errors:
+        raise errors[0]
+    total = PollResult()
+    for result in results:
+        total.records += result.records
+        total.ops += result.ops
+        total.finished_shards += result.finished_shards
+        total.trimmed += result.trimmed
+        total.leased_elsewhere |= result.leased_elsewhere
+    return total

@@ -1,8 +1,20 @@
-"""Behaviour every pagination index backend must have: one sorted set of (member, sort key) per group,
-newest first (docs/architecture.md, "The index contract").
+"""The contract suite: behaviour every pagination index backend must have, one sorted set of
+(member, sort key) per group, newest first. Shipped with the library so a third-party backend proves
+itself against the same cases as the built-in ones (docs/library/backends.md, "Writing a backend").
 
-Like Django's tests/cache/tests.py: one plain mixin holds the behaviours, and each backend is a
-tiny subclass whose `index` fixture returns a fresh, empty backend on a real store.
+Like Django's tests/cache/tests.py: one plain mixin holds the behaviours, and each backend is a tiny
+pytest class whose `index` fixture returns a fresh, empty backend on a real store:
+
+    from pagination_index.testing import IndexContract
+
+    class TestMyIndex(IndexContract):
+        @pytest.fixture
+        def index(self):
+            backend = MyIndex({...})
+            yield backend
+            backend.clear()
+
+Run it with pytest and pytest-django (the tests take `db` where the backend writes the database).
 """
 from __future__ import annotations
 

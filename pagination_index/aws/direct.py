@@ -29,23 +29,16 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.parsers import create_parser
 from botocore.utils import get_environ_proxies
 
-from aws import REQUEST_ID_HEADER
-from aws.parsers import may_hold_binary
-from aws.retries import Backoff, page_retries
-from metrics import dynamodb_call
-from shop.logs import current_request_id
+from pagination_index import signals
+from pagination_index.aws import REQUEST_TAG_HEADER, request_tag
+from pagination_index.aws.errors import is_retryable
+from pagination_index.aws.parsers import may_hold_binary
+from pagination_index.aws.retries import Backoff, page_retries
 
 TARGET_PREFIX = "DynamoDB_20120810."
 CONTENT_TYPE = "application/x-amz-json-1.0"
 # Between attempts of one page request: short, since the page has a read timeout to keep.
 PAGE_BACKOFF = Backoff(base=0.025, cap=0.5)
-# What botocore's standard retry mode retries for DynamoDB besides 5xx answers.
-RETRYABLE_CODES = frozenset({
-    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
-    "Throttling", "ThrottledException", "TransactionInProgressException", "RequestThrottled",
-    "RequestThrottledException", "LimitExceededException", "BandwidthLimitExceeded", "SlowDown",
-    "PriorRequestNotComplete", "EC2ThrottledException", "TooManyRequestsException",
-})
 
 
 def connection_pool(*, verify: bool | str, connect_timeout: float, read_timeout: float,
@@ -65,7 +58,7 @@ class DirectReads:
     """Query on a botocore DynamoDB client's endpoint, region and timeouts, signed with `credentials`
     (botocore Credentials, refreshable or not; None: every call goes through the client, which then
     says what is missing), in at most `attempts` requests and, within a page request, its retry
-    budget shared by all its Queries (aws.retries.page_retries). `tag_requests`: send X-Shop-Request-Id,
+    budget shared by all its Queries (aws.retries.page_retries). `tag_requests`: send X-Request-Tag,
     as the client layer does for an endpoint override (an emulator's request log groups by it)."""
 
     def __init__(self, client, credentials, *, attempts: int, verify: bool | str = True,
@@ -111,9 +104,9 @@ class DirectReads:
             # botocore's own (unsigned) retry headers: an endpoint groups a call's attempts by them.
             headers["amz-sdk-invocation-id"] = invocation
             headers["amz-sdk-request"] = f"attempt={attempt + 1}; max={self.attempts}"
-            request_id = current_request_id.get() if self.tag_requests else None
-            if request_id:
-                headers[REQUEST_ID_HEADER] = request_id
+            tag = request_tag.get() if self.tag_requests else None
+            if tag:
+                headers[REQUEST_TAG_HEADER] = tag
             try:
                 answer = self.pool.urlopen("POST", self.url, body=request.body, headers=headers)
             except urllib3.exceptions.HTTPError as exc:
@@ -125,12 +118,12 @@ class DirectReads:
                 failure = EndpointConnectionError(endpoint_url=self.url, error="CRC32 mismatch")
                 continue
             if status == 200:
-                dynamodb_call("Query", None, attempt)
+                signals.aws_call_answered.send("Query", error_code=None, retries=attempt)
                 return self._parse(status, answer.headers, body) if may_hold_binary(body) else json.loads(body)
             parsed = self._parse(status, answer.headers, body)
             code = parsed.get("Error", {}).get("Code", "")
             failure = self.client.exceptions.from_code(code)(parsed, "Query")
-            dynamodb_call("Query", code, attempt)
-            if status < 500 and code not in RETRYABLE_CODES:
+            signals.aws_call_answered.send("Query", error_code=code, retries=attempt)
+            if not is_retryable(code, status):
                 raise failure
         raise failure

@@ -1,11 +1,12 @@
-"""The boundary search of filtered pages (comments/union.py) against brute force, on the real
-relational index: every rank of unions of groups with many ties, some groups empty or tiny."""
+"""The boundary search of a query over several groups (pagination_index.sequence.union_ranks) against
+brute force, on the real relational index: every rank of unions of groups with many ties, some groups
+empty or tiny."""
 import random
 
 import pytest
 
-from comments import union
 from pagination_index import index
+from pagination_index.sequence import union_ranks
 from pagination_index.backends.base import newest_first
 
 SK = "2021-08-25T13:00:00.{:06d}Z"
@@ -32,7 +33,7 @@ def test_union_ranks_find_every_boundary(groups, chosen):
     ordered = {group: newest_first(groups[group]) for group in chosen}
     counts = index.count_many(chosen)
     for rank in sorted({*range(0, len(tagged), 4), 1, len(tagged) - 1}):
-        ranks = union.union_ranks(list(chosen), counts, rank)
+        ranks = union_ranks(index, list(chosen), counts, rank)
         boundary = tagged[rank]
         for group in chosen:
             at_or_before = [entry for entry in ordered[group] if (entry[1], entry[0]) >= (boundary[1], boundary[0])]
@@ -47,4 +48,4 @@ def test_union_ranks_stay_logarithmic(groups, django_assert_max_num_queries):
     # 2 * sum(log2(count)) = 2 * (2 + 8 + 9 + 9) = 56.
     for rank in (0, 1, 400, 832):
         with django_assert_max_num_queries(2 * 56):
-            union.union_ranks(chosen, counts, rank)
+            union_ranks(index, chosen, counts, rank)

@@ -1,0 +1,44 @@
+"""What the pagination index reports (pagination_index.signals), turned into the shop's metrics."""
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+
+import metrics
+from metrics import stream
+
+_serving = threading.Lock()
+_served_ports: set[int] = set()
+
+
+def index_loaded(sender, *, index, **kwargs) -> None:
+    metrics.instrument_index(index)
+
+
+def aws_client_created(sender, *, client, **kwargs) -> None:
+    if sender in ("dynamodb", "dynamodbstreams"):
+        metrics.instrument_client(client)
+
+
+def aws_call_answered(sender, *, error_code, retries, **kwargs) -> None:
+    metrics.dynamodb_call(sender, error_code, retries)
+
+
+def consumer_started(sender, *, consumer, **kwargs) -> None:
+    """sync_index: its own scrape endpoint on SYNC_INDEX_METRICS_PORT (once per process)."""
+    port = settings.SYNC_INDEX_METRICS_PORT
+    with _serving:
+        if port and port not in _served_ports:
+            stream.serve(port)
+            _served_ports.add(port)
+
+
+def stream_polled(sender, *, consumer, result, **kwargs) -> None:
+    stream.observe_poll(result, consumer)
+
+
+def lambda_batch_done(sender, *, records, failed, **kwargs) -> None:
+    from metrics.lambda_emf import report_batch
+
+    report_batch(records, failed)
