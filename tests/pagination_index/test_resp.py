@@ -17,7 +17,7 @@ import redis
 from pagination_index.backends.base import Add, IndexUnavailable, Remove
 from pagination_index.backends.resp import RespIndex
 from tests.conftest import service_missing
-from tests.pagination_index.contract import IndexContract, sk
+from pagination_index.testing import IndexContract, sk
 from tests.pagination_index.resp_differential import RawClient, differences
 from tests.services import ServeIndex
 
