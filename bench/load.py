@@ -9,7 +9,9 @@ straight to gunicorn ("gunicorn direct") and through nginx with the repository's
 
 Mixes (bench/load.lua draws each request's path uniformly from a list):
 - hot: pages 1-3 of the top products (most comments);
-- crawl: every page of every product, uniformly (on the 100,000-comment shop, mostly deep pages).
+- crawl: every page of every product, uniformly (on the 100,000-comment shop, mostly deep pages);
+- bare: /healthz, a view that touches nothing, through the same middleware: the same run's baseline,
+  against which each mix's CPU per request is given as a multiple ("x bare").
 
 Reported per run: requests/s, p50/p95/p99 latency, errors (socket errors, and every response that
 is not 2xx/3xx: must be 0), CPU milliseconds per request of gunicorn's master and workers (utime+stime
@@ -62,6 +64,7 @@ def mixes(products: dict[str, int]) -> dict[str, list[str]]:
     return {
         "hot": [href(sku, page) for sku in top for page in range(1, min(pages[sku], 3) + 1)],
         "crawl": [href(sku, page) for sku, last in pages.items() for page in range(1, last + 1)],
+        "bare": ["/healthz"],
     }
 
 
@@ -245,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="gunicorn worker class and size, e.g. sync:5, gthread:5x4, gevent:2x100 "
                              "(repeatable; default: gunicorn.conf.py as it is)")
     parser.add_argument("--connections", type=int, action="append", help="wrk connections (repeatable)")
-    parser.add_argument("--mix", action="append", choices=["hot", "crawl"], help="default: both")
+    parser.add_argument("--mix", action="append", choices=["hot", "crawl", "bare"], help="default: all three")
     parser.add_argument("--no-nginx", action="store_true", help="only the gunicorn direct rows")
     args = parser.parse_args(argv)
     nginx = not args.no_nginx
@@ -287,11 +290,17 @@ def main(argv: list[str] | None = None) -> int:
                         backend, env, paths, connections, seconds, logs, out, server=server, nginx=nginx,
                         jvm=dataset.database.process.pid, timeout=timeout)
                     rows += backend_rows
+    for row in rows:  # each mix's CPU against the bare view of the same backend, server, path and connections
+        bare = next((r for r in rows if r["mix"] == "bare" and all(
+            r[key] == row[key] for key in ("backend", "server", "via", "connections"))), None)
+        row["x_bare"] = round(row["cpu_ms_per_request"] / bare["cpu_ms_per_request"], 2) if bare and bare[
+            "cpu_ms_per_request"] else None
     header = ["backend", "server", "via", "mix", "conns", "req/s", "p50 ms", "p95 ms", "p99 ms", "errors",
-              "CPU ms/req", "nginx CPU", "JVM CPU"]
+              "CPU ms/req", "x bare", "nginx CPU", "JVM CPU"]
     table = format_table(header, [[r["backend"], r["server"], r["via"], r["mix"], str(r["connections"]),
                                    f"{r['requests_per_s']:.0f}", f"{r['p50_ms']:.1f}", f"{r['p95_ms']:.1f}",
                                    f"{r['p99_ms']:.1f}", str(r["errors"]), f"{r['cpu_ms_per_request']:.2f}",
+                                   "-" if r["x_bare"] is None else f"{r['x_bare']:.1f}",
                                    f"{r['nginx_cpu_ms_per_request']:.2f}",
                                    f"{r['dynamodb_local_cpu_ms_per_request']:.2f}"] for r in rows], left=4)
     out("\n" + table)

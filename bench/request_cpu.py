@@ -1,6 +1,7 @@
 """CPU time of one product page request in this process, split by where it goes: the template render,
-the DynamoDB client's calls, the index, the rest (middleware, view, digest). No HTTP server, one
-thread, caches as in production (fast window, counts and rendered pages on).
+the DynamoDB client's calls, the index, the rest (middleware, view, digest), beside a bare view
+(/healthz, through the same middleware) measured in the same run. No HTTP server, one thread, caches
+as in production (fast window, counts and rendered pages on).
 
     python -m bench.request_cpu                  # both mixes of bench/load.py, Redis index, 100,000 comments
     python -m bench.request_cpu --backend relational --mix crawl --requests 500
@@ -81,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help=f"{SMOKE_SIZE:,} comments, few requests")
     parser.add_argument("--backend", choices=["redis", "relational"], default="redis")
-    parser.add_argument("--mix", action="append", choices=["hot", "crawl"], help="default: both")
-    parser.add_argument("--requests", type=int, help="requests per mix (default 2,000 hot, 300 crawl)")
+    parser.add_argument("--mix", action="append", choices=["hot", "crawl", "bare"], help="default: all three")
+    parser.add_argument("--requests", type=int, help="requests per mix (default 2,000 hot and bare, 300 crawl)")
     args = parser.parse_args(argv)
     load_at_start, rows = __import__("os").getloadavg(), []
     with Dataset(SMOKE_SIZE if args.smoke else SIZE) as dataset, ExitStack() as stack:
@@ -91,12 +92,16 @@ def main(argv: list[str] | None = None) -> int:
         from bench.load import mixes
 
         urls = mixes(dataset.products())
-        for mix in args.mix or ["hot", "crawl"]:
-            count = args.requests or (50 if args.smoke else {"hot": 2000, "crawl": 300}[mix])
+        for mix in args.mix or ["bare", "hot", "crawl"]:
+            count = args.requests or (50 if args.smoke else {"hot": 2000, "bare": 2000, "crawl": 300}[mix])
             rows.append({"mix": mix, "backend": args.backend, **measure(urls[mix], count)})
-    header = ["mix", "backend", "requests", "CPU ms", "render", "DynamoDB", "index", "rest", "wall ms"]
-    table = format_table(header, [[r["mix"], r["backend"], str(r["requests"])] + [
-        f"{r[key]:.2f}" for key in ("cpu_ms", "render_cpu_ms", "dynamodb_cpu_ms", "index_cpu_ms", "rest_cpu_ms", "wall_ms")]
+    bare = next((r["cpu_ms"] for r in rows if r["mix"] == "bare"), None)
+    for row in rows:
+        row["x_bare"] = round(row["cpu_ms"] / bare, 2) if bare else None
+    header = ["mix", "backend", "requests", "CPU ms", "x bare", "render", "DynamoDB", "index", "rest", "wall ms"]
+    table = format_table(header, [[r["mix"], r["backend"], str(r["requests"]), f"{r['cpu_ms']:.2f}",
+                                   "-" if r["x_bare"] is None else f"{r['x_bare']:.1f}"] + [
+        f"{r[key]:.2f}" for key in ("render_cpu_ms", "dynamodb_cpu_ms", "index_cpu_ms", "rest_cpu_ms", "wall_ms")]
         for r in rows], left=2)
     print(table)
     path = write_json("request_cpu", args.smoke, stamp(), {

@@ -1,6 +1,7 @@
-"""The path of one deep product page through the project's code: which of the project's files a
-request enters from the view to the DynamoDB Query (and to the response), and how often control
-crosses from one file to another, recorded with sys.setprofile (calls and returns of Python code).
+"""The path of one deep product page through the project's code, recorded with sys.setprofile: the
+project files on the stack when the DynamoDB Query is sent (the line from the view to the Query), every
+project file the request enters on the way there (side trips to the index included) and to the
+response, and how many calls cross from one project file into another.
 
     python -m bench.trace_page                          # /products/KETTLE-2000/?page=300, 10,000-comment shop
     python -m bench.trace_page --page 11 --smoke
@@ -35,43 +36,52 @@ def own_file(filename: str) -> str | None:
 
 
 class Tracer:
-    """Project files in the order control reaches them, from the view's entry on; the moment the
-    page path's Query is sent (pagination_index/aws/direct.py, DirectReads.query) is marked."""
+    """From the view's entry on: every call into a project file, with the project file it came from
+    (the nearest project frame below it; None when only library code lies between), until the page
+    path's Query is sent (pagination_index/aws/direct.py, DirectReads.query), where the project files
+    on the stack are noted: the line from the view to the Query."""
 
     def __init__(self, view: str, query: str):
         self.view, self.query = view, query
         self.started = False
-        self.sequence: list[str] = []  # project file of each call or return that changed file
+        self.calls: list[tuple[str | None, str]] = []  # (from, into) of each call into a project file
         self.query_at: int | None = None
-        self.current: str | None = None
+        self.stack_at_query: list[str] = []
 
     def __call__(self, frame, event, arg):
-        if event not in ("call", "return"):
+        if event != "call":
             return
         code = frame.f_code
+        name = own_file(code.co_filename)
+        if name is None:
+            return
         if not self.started:
-            if event == "call" and code.co_name == self.view and own_file(code.co_filename) == "comments/views.py":
+            if code.co_name == self.view and name == "comments/views.py":
                 self.started = True
             else:
                 return
-        if event == "return":
-            frame = frame.f_back
-            if frame is None:
-                return
-            code = frame.f_code
-        name = own_file(code.co_filename)
-        if name is None or name == self.current:
-            return
-        self.current = name
-        self.sequence.append(name)
+        caller = frame.f_back
+        while caller is not None and own_file(caller.f_code.co_filename) is None:
+            caller = caller.f_back
+        self.calls.append((own_file(caller.f_code.co_filename) if caller else None, name))
         if self.query_at is None and name == "pagination_index/aws/direct.py" and code.co_name == self.query:
-            self.query_at = len(self.sequence)
+            self.query_at = len(self.calls)
+            stack, outer = [], frame
+            while outer is not None:
+                own = own_file(outer.f_code.co_filename)
+                if own and (not stack or stack[-1] != own):
+                    stack.append(own)
+                if outer.f_code.co_name == self.view and own == "comments/views.py":
+                    break
+                outer = outer.f_back
+            self.stack_at_query = stack[::-1]
 
 
-def summary(sequence: list[str]) -> dict:
-    files = list(dict.fromkeys(sequence))
-    return {"files": files, "file_count": len(files), "crossings": max(len(sequence) - 1, 0),
-            "entries": {name: sequence.count(name) for name in files}}
+def summary(calls: list[tuple[str | None, str]]) -> dict:
+    files = list(dict.fromkeys(into for _, into in calls))
+    crossings = [(caller, into) for caller, into in calls if caller != into]
+    return {"files": files, "file_count": len(files), "crossings": len(crossings),
+            "entries": {name: sum(1 for caller, into in crossings if into == name) for name in files}}
 
 
 def trace(path: str) -> dict:
@@ -95,9 +105,9 @@ def trace(path: str) -> dict:
     finally:
         sys.setprofile(None)
     assert status.startswith("200"), status
-    to_query = tracer.sequence[: tracer.query_at] if tracer.query_at else []
-    return {"path": path, "to_query": summary(to_query), "whole": summary(tracer.sequence),
-            "query_sent": tracer.query_at is not None}
+    to_query = tracer.calls[: tracer.query_at] if tracer.query_at else []
+    return {"path": path, "to_query": summary(to_query), "whole": summary(tracer.calls),
+            "stack_at_query": tracer.stack_at_query, "query_sent": tracer.query_at is not None}
 
 
 def main() -> None:
@@ -113,9 +123,11 @@ def main() -> None:
         result = trace(f"/products/{FLAGSHIP}/?page={page}")
     result.update(machine=machine_info({}, load, "one request traced in this process, relational index on SQLite"),
                   size=size)
+    print(f"the line from the view to the Query ({len(result['stack_at_query'])} files): "
+          + " -> ".join(result["stack_at_query"]))
     for part in ("to_query", "whole"):
         found = result[part]
-        print(f"{part}: {found['file_count']} files, {found['crossings']} crossings")
+        print(f"{part}: {found['file_count']} files entered, {found['crossings']} calls from one file into another")
         for name in found["files"]:
             print(f"  {found['entries'][name]:3d}x {name}")
     print(f"saved {write_json('trace_page', args.smoke, when, result)}")

@@ -1,5 +1,5 @@
-"""What product pages keep between requests, and their HTTP caching: the product row and the rendered
-HTML (Django's cache), a strong ETag of what the page shows, Last-Modified, 304s, and Cache-Control that
+"""What product pages keep between requests, and their HTTP caching: the rendered HTML (Django's
+cache; the product row is kept by selectors.product_for_page), a strong ETag of what the page shows, Last-Modified, 304s, and Cache-Control that
 never lets a shared cache hand one visitor's flash message or session to another. Every page, page 1
 and its comment form included, is the same for every visitor without a message. The comments
 themselves are shared by pagination_index.query() (the sources' CACHE_SECONDS); docs/architecture.md,
@@ -25,29 +25,11 @@ from django.views.decorators.http import condition
 
 import pagination_index
 from comments.paging import CommentPage
+from comments.selectors import product_key
 from comments.store import parse_sk
 from comments.table.keys import PRODUCTS
 from metrics import cache_lookup
 from shop.models import Product
-
-
-def _product_key(sku: str) -> str:
-    return f"comments:product:{hashlib.sha1(sku.encode()).hexdigest()}"
-
-
-def product_for_page(sku: str) -> Product | None:
-    """The product a page shows, kept for COMMENTS_FAST_CACHE_SECONDS (an edit shows within them;
-    moderation drops it at once, product_caches_forget): most page views then need no database."""
-    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
-    if not seconds:
-        return Product.objects.filter(sku=sku).first()
-    key = _product_key(sku)
-    product = cache.get(key)
-    if product is None:
-        product = Product.objects.filter(sku=sku).first()
-        if product is not None:
-            cache.set(key, product, seconds)
-    return product
 
 
 def product_caches_forget(sku: str, *, product_changed: bool = False) -> None:
@@ -56,7 +38,7 @@ def product_caches_forget(sku: str, *, product_changed: bool = False) -> None:
     comments.table.source.ProductRatingComments.cache_scope); its row too when moderation dated it."""
     pagination_index.invalidate(PRODUCTS, sku)
     if product_changed:
-        cache.delete(_product_key(sku))
+        cache.delete(product_key(sku))
 
 
 @lru_cache(maxsize=1)

@@ -6,6 +6,7 @@ pagination_for() and renders."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.conf import settings
 from django.core.paginator import InvalidPage
@@ -67,7 +68,7 @@ class NewestFirstPagination:
 
     def paginate(self, request, product: Product) -> CommentPage:
         """The page the request asks for. Http404 for no such page, Redirect, BadPageRequest."""
-        self.request, self.product, self.path = request, product, product.get_absolute_url()
+        self.request, self.product = request, product
         try:
             self.ratings = parse_ratings(request.GET.getlist(self.rating_query_param))
         except InvalidFilter as exc:
@@ -81,11 +82,17 @@ class NewestFirstPagination:
             raise Http404(str(exc)) from exc
         return self.page
 
+    @cached_property
+    def path(self) -> str:
+        return self.product.get_absolute_url()
+
     def read_page(self) -> CommentPage:
         if self.numbers == ["1"]:
             raise Redirect(page_href(self.path, 1, self.ratings), permanent=True)
-        return product_comment_page(sku=self.product.sku, number=parse_page_number(self.numbers),
-                                    ratings=self.ratings, pinned=posted_keys(self.request, self.product.sku))
+        number = parse_page_number(self.numbers)
+        # Pins show on the first pages only: a deep page never reads the session.
+        pinned = posted_keys(self.request, self.product.sku) if number <= settings.COMMENTS_FAST_PAGES else ()
+        return product_comment_page(sku=self.product.sku, number=number, ratings=self.ratings, pinned=pinned)
 
     @property
     def has_form(self) -> bool:

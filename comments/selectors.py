@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+import hashlib
+
 from django.conf import settings
+from django.core.cache import cache
 from django.core.paginator import EmptyPage
 
 from comments import store
@@ -17,6 +20,26 @@ from comments.store import Comment, comment_from_item
 from comments.table.keys import PRODUCT_RATINGS, PRODUCTS, RATINGS, rating_group, rating_groups
 from pagination_index import IndexUnavailable, index, query
 from pagination_index.sequence import IndexedQuery, Items, Position
+from shop.models import Product
+
+
+def product_key(sku: str) -> str:
+    return f"comments:product:{hashlib.sha1(sku.encode()).hexdigest()}"
+
+
+def product_for_page(sku: str) -> Product | None:
+    """The product a page shows, kept for COMMENTS_FAST_CACHE_SECONDS (an edit shows within them;
+    moderation drops it at once, caching.product_caches_forget): most page views then need no database."""
+    seconds = settings.COMMENTS_FAST_CACHE_SECONDS
+    if not seconds:
+        return Product.objects.filter(sku=sku).first()
+    key = product_key(sku)
+    product = cache.get(key)
+    if product is None:
+        product = Product.objects.filter(sku=sku).first()
+        if product is not None:
+            cache.set(key, product, seconds)
+    return product
 
 
 def comments_query(sku: str, ratings: Sequence[int] = (), *, fast: bool = True) -> IndexedQuery:
@@ -75,7 +98,6 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
     `pinned`: keys (PK, SK) of comments this reader just posted, shown on pages 1..FAST_PAGES even
     if the GSI or a cached window does not have them yet."""
     per_page = settings.COMMENTS_PAGE_SIZE
-    stats = product_rating_stats(sku=sku)
     items = comments_query(sku, ratings)
     shown = items
     if pinned and number * per_page <= items.fast_items:
@@ -91,7 +113,7 @@ def product_comment_page(*, sku: str, number: int, ratings: Sequence[int] = (),
         raise
     if number > 1 and not page.object_list:
         raise EmptyPage("That page no longer exists.")  # the group shrank since the count
-    return _described(page, items, stats, ratings)
+    return _described(page, items, product_rating_stats(sku=sku), ratings)
 
 
 def _described(page: CommentPage, items: IndexedQuery, stats: RatingStats | None,
@@ -159,9 +181,9 @@ class _Slice:
 def product_comment_cursor_page(*, sku: str, position: Position, ratings: Sequence[int] = ()) -> CommentPage:
     """The page a "Load more" cursor points at; numbered by where it starts."""
     per_page = settings.COMMENTS_PAGE_SIZE
-    stats = product_rating_stats(sku=sku)
     items = comments_query(sku, ratings)
     found = product_comment_slice_after(sku=sku, position=position, limit=per_page, ratings=ratings)
+    stats = product_rating_stats(sku=sku)
     read = Items(found.comments)
     read.served_by, read.resume = "cursor", found.resume
     number = position.offset // per_page + 1

@@ -13,6 +13,7 @@ from comments.forms import CommentForm
 from comments.origin import post_origin_refusal
 from comments.pagination import BadPageRequest, Redirect, pagination_for
 from comments.recent import remember_posted
+from comments.selectors import product_for_page
 from comments.services import comment_create
 from comments.table.client import StoreUnavailable
 from comments.throttle import comment_post_allowed
@@ -39,7 +40,7 @@ def product_detail(request, sku):
     """A product and one page of its comments, numbered as pagination_for() chooses
     (comments/pagination.py). The index or the store being down is a 503
     (shop.middleware.ServiceUnavailableMiddleware)."""
-    product = caching.product_for_page(sku)
+    product = product_for_page(sku)
     if product is None:
         raise Http404("No such product.")
     pagination = pagination_for(request)

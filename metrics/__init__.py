@@ -9,9 +9,6 @@ connected in metrics.apps.
 """
 from __future__ import annotations
 
-import functools
-import time
-
 from prometheus_client import Counter, Gauge, Histogram
 
 from pagination_index.aws.errors import is_throttle
@@ -71,28 +68,8 @@ INDEX_METHODS = ("at", "count", "count_many", "count_newer", "count_newer_many",
 
 
 def instrument_index(index):
-    """Time the index's calls by backend and method. The backend's class is wrapped once (not the
-    instance), so what a test patches onto the class still takes effect."""
-    cls = type(index)
-    if "_metrics_timed" not in cls.__dict__:
-        for method in INDEX_METHODS:
-            function = getattr(cls, method, None)
-            if function is not None:
-                if getattr(function, "metrics_timed", False):
-                    function = function.__wrapped__  # a base class's, already timed (and no other wrapper:
-                    # the backends' error funnel, BaseIndex.__init_subclass__, must stay in place)
-                setattr(cls, method, _timed(function, INDEX_CALL_SECONDS.labels(cls.__name__, method)))
-        cls._metrics_timed = True
+    """Time the index's calls by backend and method: the backend's own error funnel times each call it
+    has an observer for (BaseIndex.call_observers), here the histogram's."""
+    name = type(index).__name__
+    index.call_observers = {method: INDEX_CALL_SECONDS.labels(name, method).observe for method in INDEX_METHODS}
     return index
-
-
-def _timed(function, histogram):
-    @functools.wraps(function)
-    def timed(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            histogram.observe(time.perf_counter() - started)
-    timed.metrics_timed = True
-    return timed

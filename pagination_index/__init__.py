@@ -7,7 +7,7 @@ stream, and a lazy sequence that Django's Paginator and DRF page unchanged.
 `query()` is the read API (pagination_index/sequence.py). Below it, `indexes` is the handler of the
 index backend (django.utils.connection.BaseConnectionHandler, as `caches` is): the alias "default" is
 the backend settings.PAGINATION_INDEX names, and "pages" that backend behind the fail-fast wrapper
-(backends/failfast.py). `index` is a proxy to "pages", for request handling; `get_index()` gives
+(backends/base.py, FailFastIndex). `index` is a proxy to "pages", for request handling; `get_index()` gives
 "default", for commands and the stream consumer, which wait out a slow store. `sources` are the
 tables the index mirrors, declared in settings.PAGINATION_INDEX["SOURCES"].
 """
@@ -78,7 +78,7 @@ class IndexHandler(BaseConnectionHandler):
     def configure_settings(self, settings):
         return {
             DEFAULT_ALIAS: {"BACKEND": index_settings.BACKEND, "OPTIONS": index_settings.OPTIONS},
-            PAGES_ALIAS: {"BACKEND": "pagination_index.backends.failfast.FailFastIndex", "OPTIONS": {"INDEX": DEFAULT_ALIAS}},
+            PAGES_ALIAS: {"BACKEND": "pagination_index.backends.base.FailFastIndex", "OPTIONS": {"INDEX": DEFAULT_ALIAS}},
         }
 
     def __getitem__(self, alias):
@@ -121,19 +121,4 @@ def reset() -> None:
     aws.reset()
 
 
-def query(source: str, group, *, newest_first: bool = True, transform=None, fast: bool = True):
-    """The items of a group (or the union of several groups, a list) of a declared source, as a lazy
-    sequence: len() from the index, a slice is one Query (pagination_index/sequence.py). `transform`
-    turns each DynamoDB item into what a slice holds (default: boto3's deserializer); fast=False reads
-    every slice from the index's boundary, even within the source's FAST_ITEMS."""
-    from pagination_index.sequence import IndexedQuery
-
-    return IndexedQuery(sources[source], group, newest_first=newest_first, transform=transform, fast=fast)
-
-
-def invalidate(source: str, group: str) -> None:
-    """After a write to a group: what query() shares between requests of it (CACHE_SECONDS) is read
-    again, in every process that shares the cache."""
-    from pagination_index.sequence import invalidate_group
-
-    invalidate_group(sources[source], group)
+from pagination_index.sequence import invalidate, query  # noqa: E402  (the read API: see sequence.py)

@@ -1,12 +1,17 @@
 from django.db import models
 
+# Sort keys are any text (DynamoDB allows 1,024 bytes); members, the table key beside it. With the
+# group (255), one entry of the rank index stays under PostgreSQL's B-tree limit for plain text.
+SORT_KEY_LENGTH = 1024
+MEMBER_LENGTH = 512
+
 
 class IndexEntry(models.Model):
     """One (member, sort_key) of a group, for the relational backend."""
 
     group = models.CharField(max_length=255)
-    member = models.CharField(max_length=255)
-    sort_key = models.CharField(max_length=64)
+    member = models.CharField(max_length=MEMBER_LENGTH)
+    sort_key = models.CharField(max_length=SORT_KEY_LENGTH)
 
     class Meta:
         constraints = [
@@ -44,8 +49,8 @@ class IndexBlock(models.Model):
 
     group = models.ForeignKey(IndexGroup, on_delete=models.CASCADE, related_name="blocks", db_index=False)
     level = models.PositiveSmallIntegerField()
-    floor_sort_key = models.CharField(max_length=64)
-    floor_member = models.CharField(max_length=255)
+    floor_sort_key = models.CharField(max_length=SORT_KEY_LENGTH)
+    floor_member = models.CharField(max_length=MEMBER_LENGTH)
     count = models.BigIntegerField()
 
     class Meta:
@@ -144,8 +149,8 @@ class RebuildJournal(models.Model):
     group = models.CharField(max_length=255)
     # "+" add, "-" remove (a remove's sort_key: the entry's it must still have, blank for any).
     kind = models.CharField(max_length=1)
-    member = models.CharField(max_length=255)
-    sort_key = models.CharField(max_length=64, blank=True, default="")
+    member = models.CharField(max_length=MEMBER_LENGTH)
+    sort_key = models.CharField(max_length=SORT_KEY_LENGTH, blank=True, default="")
 
     class Meta:
         indexes = [models.Index(fields=["group", "id"], name="pagination_index_journal_grp")]

@@ -54,9 +54,20 @@ class Position:
 
 
 class Items(list):
-    """A slice of a query: its items, how it was read ("fast" or "index"), and the Position after it."""
+    """A slice of a query: its items, how it was read ("fast" or "index"), and the Position after it
+    (worked out when asked for: only a "load more" link needs it)."""
     served_by: str = "index"
-    resume: Position | None = None
+    _resume: Position | Callable[[], Position] | None = None
+
+    @property
+    def resume(self) -> Position | None:
+        if callable(self._resume):
+            self._resume = self._resume()
+        return self._resume
+
+    @resume.setter
+    def resume(self, value: Position | Callable[[], Position] | None) -> None:
+        self._resume = value
 
 
 @dataclass(frozen=True)
@@ -66,10 +77,11 @@ class Window:
     complete: bool
 
 
-def _index():
-    from pagination_index import index
+def pages_index():
+    """The index as request handling uses it (the "pages" alias: failing fast)."""
+    from pagination_index import PAGES_ALIAS, indexes
 
-    return index
+    return indexes[PAGES_ALIAS]
 
 
 # --- shared between requests: the fast windows, counts and newest entries (CACHE_SECONDS) ------
@@ -163,8 +175,24 @@ def shared(source: BaseSource) -> Shared:
     return made
 
 
-def invalidate_group(source: BaseSource, group: str) -> None:
-    shared(source).invalidate(source.index_group(group))
+def query(source: str, group: str | Iterable[str], *, newest_first: bool = True,
+          transform: Callable[[dict], object] | None = None, fast: bool = True) -> "IndexedQuery":
+    """The items of a group (or the union of several groups, a list) of a declared source, as a lazy
+    sequence: len() from the index, a slice is one Query. `transform` turns each DynamoDB item into what a
+    slice holds (default: boto3's deserializer); fast=False reads every slice from the index's boundary,
+    even within the source's FAST_ITEMS."""
+    from pagination_index import sources
+
+    return IndexedQuery(sources[source], group, newest_first=newest_first, transform=transform, fast=fast)
+
+
+def invalidate(source: str, group: str) -> None:
+    """After a write to a group: what query() shares between requests of it (CACHE_SECONDS) is read
+    again, in every process that shares the cache."""
+    from pagination_index import sources
+
+    declared = sources[source]
+    shared(declared).invalidate(declared.index_group(group))
 
 
 # --- the lazy sequence ----------------------------------------------------------------------------
@@ -185,11 +213,18 @@ class IndexedQuery:
         self._counts: dict[str, int] | None = None
         self._generations: dict[str, int] | None = None
         self._windows: dict[str, Window] | None = None  # the fast windows, once this query has read them
+        self._index = None
         self.count_is_estimate = False  # count() is a lower bound: the index was down, the windows are not all there is
 
     def __repr__(self):
         order = "newest first" if self.newest_first else "oldest first"
         return f"<IndexedQuery {self.source.name} {', '.join(self.groups)} ({order})>"
+
+    @property
+    def index(self):
+        if self._index is None:
+            self._index = pages_index()
+        return self._index
 
     # --- what requests share ---------------------------------------------------------------------
     def _shared(self, kind: str, groups: Sequence[str], compute, *, memo: bool = False) -> dict:
@@ -202,13 +237,15 @@ class IndexedQuery:
     def counts(self) -> dict[str, int]:
         """Each group's count, from the index (shared for CACHE_SECONDS)."""
         if self._counts is None:
-            self._counts = self._shared("count", self.groups, lambda groups: _index().count_many(groups))
+            self._counts = self._shared("count", self.groups, lambda groups: self.index.count_many(groups))
         return self._counts
 
     def count(self) -> int:
         """How many items: the index's count. Where the fast windows hold a group whole, their size
-        (exact, index or not); where the index is down, what the windows show (a lower bound:
-        count_is_estimate), so the first pages still render."""
+        (exact, index or not); where the index is down, or holds fewer of a group than its window shows
+        (not built yet, as while an index moves to another backend), what the windows show: a lower
+        bound (count_is_estimate), so the first pages still render, and a page past them is not known
+        to be missing (a caller answers it 503, not 404)."""
         try:
             counts = dict(self.counts())
         except IndexUnavailable:
@@ -223,7 +260,11 @@ class IndexedQuery:
             # built yet in the index (the window shows more: deeper slices will say so).
             windows = self.windows([group for group, count in counts.items() if count < self.fast_items])
             for group, window in windows.items():
-                counts[group] = len(window.items) if window.complete else max(counts[group], len(window.items))
+                if window.complete:
+                    counts[group] = len(window.items)
+                elif counts[group] < len(window.items):  # the index has not caught up with the group
+                    self.count_is_estimate = True
+                    counts[group] = len(window.items)
         return sum(counts.values())
 
     def __len__(self) -> int:
@@ -257,7 +298,7 @@ class IndexedQuery:
 
     def _newest_entries(self, groups: list[str]) -> dict[str, Entry | None]:
         try:
-            return {group: _index().at(group, 0) for group in groups}
+            return {group: self.index.at(group, 0) for group in groups}
         except IndexUnavailable:
             if not self.fast_items:
                 raise
@@ -321,7 +362,7 @@ class IndexedQuery:
     def _index_behind(self, group: str) -> bool:
         """Whether the table holds more of a group than the index does (a group not built yet, as
         while an index is migrated to another backend), rather than the group having shrunk."""
-        count = _index().count(group)
+        count = self.index.count(group)
         if self.fast_items:
             return len(self.windows([group])[group].items) > count
         return count == 0 and bool(self.source.read(group, 1).items)
@@ -330,15 +371,15 @@ class IndexedQuery:
         windows = self.windows()
         merged = self._merge({group: window.items for group, window in windows.items()}, stop)
         top = Position(0, {group: None for group in self.groups})
-        return self._items(merged[start:stop], "fast", self._resumed(top, merged[:stop]))
+        return self._items(merged[start:stop], "fast", lambda: self._resumed(top, merged[:stop]))
 
     def after(self, position: Position, count: int, *, served_by: str = "cursor") -> Items:
         """`count` items from a Position: one Query per group (no index read), merged."""
         lists = {group: self.source.read(group, count, start=position.starts[group]).items for group in self.groups}
         merged = self._merge(lists, count)
-        return self._items(merged, served_by, self._resumed(position, merged))
+        return self._items(merged, served_by, lambda: self._resumed(position, merged))
 
-    def _items(self, items: list[dict], served_by: str, resume: Position | None) -> Items:
+    def _items(self, items: list[dict], served_by: str, resume) -> Items:
         found = Items(map(self.transform, items))
         found.served_by, found.resume = served_by, resume
         return found
@@ -379,7 +420,7 @@ class IndexedQuery:
     # --- where a slice starts -----------------------------------------------------------------
     def position_at(self, offset: int) -> Position:
         """The Position with `offset` items of the query before it, from the index."""
-        index = _index()
+        index = self.index
         if len(self.groups) == 1:
             ranks = {self.groups[0]: offset - 1}
         else:

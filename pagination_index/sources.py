@@ -391,7 +391,8 @@ class TableSource(BaseSource):
                     break
                 kwargs["ExclusiveStartKey"] = last_key
                 kwargs["Limit"] = max(need + 1 - len(items), 10)
-        items.sort(key=self._order_key, reverse=newest_first)
+        if any(a[self.sort_key] == b[self.sort_key] for a, b in zip(items, items[1:])):
+            items.sort(key=self._order_key, reverse=newest_first)  # runs of equal sort keys: by member
         return Read(items[skip:need], exhausted and len(items) <= need)
 
     def _sort_of(self, item: dict) -> str:

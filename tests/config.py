@@ -13,7 +13,7 @@ def index_config(*, aws: dict | None = None, table: str | None = None, cache_sec
     """A copy of settings.PAGINATION_INDEX with the changes asked for."""
     config = {**settings.PAGINATION_INDEX, **top}
     config["AWS"] = {**settings.PAGINATION_INDEX.get("AWS", {}), **(aws or {})}
-    config["SOURCES"] = copy.deepcopy(settings.PAGINATION_INDEX.get("SOURCES", {}))
+    config["SOURCES"] = copy.deepcopy(config.get("SOURCES", {}))
     for source in config["SOURCES"].values():
         if table is not None:
             source["TABLE"] = table

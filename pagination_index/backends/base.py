@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 from dataclasses import dataclass
 from itertools import islice
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -27,14 +28,21 @@ class IndexUnavailable(Exception):
 
 def index_errors(method, errors: tuple[type[BaseException], ...], label: str):
     """`method`, with the store's own `errors` raised as IndexUnavailable: the one place a backend
-    says "the store is down" (django-redis's omit_exception, without the omitting)."""
+    says "the store is down" (django-redis's omit_exception, without the omitting). The call is timed
+    when the host gave the backend an observer for it (`call_observers`, signals.index_loaded)."""
+    name = method.__name__
 
     @functools.wraps(method)
     def funnel(self, *args, **kwargs):
+        observe = self.call_observers.get(name)
+        started = time.perf_counter() if observe else 0.0
         try:
             return method(self, *args, **kwargs)
         except errors as exc:
             raise IndexUnavailable(f"{label}: {exc}") from exc
+        finally:
+            if observe:
+                observe(time.perf_counter() - started)
 
     funnel.index_errors = True
     return funnel
@@ -153,6 +161,9 @@ class BaseIndex:
 
     database_alias: str | None = None
     sort_keys: str | None = None
+    # {method name: callable(seconds)}: the host's timers of the backend's calls (its metrics), set per
+    # instance by a receiver of signals.index_loaded; none by default.
+    call_observers: dict[str, Callable[[float], None]] = {}
     partial_failures: bool = False
     write_ahead_log: bool = False
     table: str | None = None
@@ -330,3 +341,75 @@ class NetWriteIndex(BaseIndex):
 
     def apply(self, ops: Iterable[Op]) -> None:
         self.apply_net(*net_ops(ops))
+
+
+class FailFastIndex(BaseIndex):
+    """The index as request handling uses it (`pagination_index.index`, the alias "pages"): once a call
+    fails with IndexUnavailable, every call fails at once for PAGINATION_INDEX["FAIL_FAST_SECONDS"]
+    instead of each waiting out its own timeouts (a page makes several calls), so a dead or frozen store
+    is a quick 503 and no worker thread queues behind it; unless the wrapped backend declares
+    partial_failures (one lost part must not take the others' pages down). Commands and the stream
+    consumer use the wrapped backend itself (get_index()): they wait.
+
+    OPTIONS: INDEX, the alias of the index it wraps (in pagination_index.indexes)."""
+
+    def __init__(self, options=None):
+        from pagination_index.conf import index_settings
+
+        super().__init__(options)
+        self.alias = self.options["INDEX"]
+        self.seconds = float(index_settings.FAIL_FAST_SECONDS)
+        self._failed_at = float("-inf")
+        self._wrapped: BaseIndex | None = None
+
+    @property
+    def wrapped(self) -> BaseIndex:
+        if self._wrapped is None:  # made by the same handler, and forgotten with this object on a reset
+            from pagination_index import indexes
+
+            self._wrapped = indexes[self.alias]
+        return self._wrapped
+
+    @property
+    def database_alias(self) -> str | None:
+        return self.wrapped.database_alias
+
+    @property
+    def partial_failures(self) -> bool:
+        return self.wrapped.partial_failures
+
+    def _call(self, name: str, args, kwargs):
+        wrapped = self.wrapped
+        if time.monotonic() - self._failed_at < self.seconds and not wrapped.partial_failures:
+            raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
+        try:
+            return getattr(wrapped, name)(*args, **kwargs)
+        except IndexUnavailable:
+            self._failed_at = time.monotonic()
+            raise
+
+    def __getattr__(self, name):
+        """What one backend offers beyond BaseIndex (the DynamoDB backend's table name)."""
+        if name.startswith("_") or name in ("alias", "options", "seconds"):
+            raise AttributeError(name)  # not made yet (copy, pickle): never ask the wrapped index
+        return getattr(self.wrapped, name)
+
+    def close(self) -> None:
+        """The wrapped index is closed under its own alias."""
+
+    def __repr__(self):
+        return f"<fail-fast {self.wrapped!r}>"
+
+
+def _guarded(name: str):
+    def method(self, *args, **kwargs):
+        return self._call(name, args, kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(BaseIndex, name).__doc__
+    return method
+
+
+for _name, _method in list(vars(BaseIndex).items()):
+    if inspect.isfunction(_method) and not _name.startswith("_") and _name not in vars(FailFastIndex):
+        setattr(FailFastIndex, _name, _guarded(_name))

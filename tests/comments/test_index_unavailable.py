@@ -79,3 +79,20 @@ def test_stopped_server_then_recovery(client, product, down_comments, use_redis_
     assert parse(page.content.decode())["comments"] == expected
     assert not client.get(product.get_absolute_url()).context_data["page_obj"].count_is_estimate
     assert "260" in client.get("/").content.decode()
+
+
+def test_a_product_the_index_has_not_built_yet_is_503_past_its_window_never_404(client, product, settings):
+    """As while the index moves to another backend (docs/library/upgrading.md): the table holds the
+    product's 260 comments, the new index none. The first pages come from the table; a deeper page is
+    a 503 with Retry-After, so a crawler keeps the URL, never a 404 that would drop it."""
+    settings.PAGINATION_INDEX = index_config(OPTIONS={"DATABASE": "default"})  # an index of its own, empty
+    get_index().replace(SKU, [])
+    first = client.get(product.get_absolute_url())
+    assert first.status_code == 200 and len(parse(first.content.decode())["comments"]) == 20
+    assert first.context_data["page_obj"].count_is_estimate
+    assert client.get(product.get_absolute_url() + "?page=10").status_code == 200
+    deep = client.get(product.get_absolute_url() + "?page=12")
+    assert deep.status_code == 503 and deep["Retry-After"] == "30"
+    call_command("rebuild_index", group=[SKU], verbosity=0)
+    assert client.get(product.get_absolute_url() + "?page=12").status_code == 200
+    assert client.get(product.get_absolute_url() + "?page=14").status_code == 404  # past the end, now known

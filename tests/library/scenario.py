@@ -127,7 +127,7 @@ def check_pages(source, group):
         drf = PageNumberPagination()
         drf.page_size = 20
         for number in range(1, -(-len(expected) // 20) + 1):
-            request = Request(RequestFactory().get("/", {"page": number}))
+            request = Request(RequestFactory().get("/", {"page": number}, HTTP_HOST="localhost"))
             items = drf.paginate_queryset(query(source, group, newest_first=newest_first), request)
             assert [identity(source, item) for item in items] == expected[(number - 1) * 20: number * 20]
             assert drf.get_paginated_response(items).data["count"] == len(expected)
@@ -170,7 +170,7 @@ def run_blocks():
     exec(blocks["paginator"], namespace)  # noqa: S102 - the docs' code, run as a reader would run it
     assert len(namespace["page"].object_list) == 25 and namespace["first_posts"].number == 1
     exec(blocks["drf"], namespace)  # noqa: S102
-    response = namespace["event_list"](Request(RequestFactory().get("/", {"page": 2})), "alice")
+    response = namespace["event_list"](Request(RequestFactory().get("/", {"page": 2}, HTTP_HOST="localhost")), "alice")
     assert response.data["count"] == query("events", "alice").count() and len(response.data["results"]) == 25
 
 

@@ -85,10 +85,10 @@ def test_a_fresh_install_brings_no_store_client(venv):
 
 @pytest.fixture(scope="module")
 def project(venv, tmp_path_factory):
-    """`django-admin startproject site`, with the quick start's settings block appended."""
+    """`django-admin startproject eventsite`, with the quick start's settings block appended."""
     folder = tmp_path_factory.mktemp("project")
-    run([str(venv / "bin/django-admin"), "startproject", "site", str(folder)])
-    settings = folder / "site/settings.py"
+    run([str(venv / "bin/django-admin"), "startproject", "eventsite", str(folder)])
+    settings = folder / "eventsite/settings.py"
     settings.write_text(settings.read_text() + "\n" + doc_blocks()["settings"])
     return folder
 
@@ -98,7 +98,7 @@ def manage(venv, project, *args, env):
 
 
 def test_the_quick_start_serves_every_page_equal_to_a_full_query(venv, project, dynamodb_local):
-    env = {"PATH": os.environ["PATH"], "HOME": str(project), "DJANGO_SETTINGS_MODULE": "site.settings",
+    env = {"PATH": os.environ["PATH"], "HOME": str(project), "DJANGO_SETTINGS_MODULE": "eventsite.settings",
            # boto3's own configuration, as an adopter points any AWS SDK at DynamoDB Local
            "AWS_ENDPOINT_URL": dynamodb_local.endpoint_url, "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
@@ -110,4 +110,4 @@ def test_the_quick_start_serves_every_page_equal_to_a_full_query(venv, project, 
     manage(venv, project, "sync_index", "--help", env=env)
     done = run([str(venv / "bin/python"), str(ROOT / "tests/library/scenario.py")], cwd=project, env=env)
     checked = json.loads(done.stdout.strip().splitlines()[-1])
-    assert checked["pages"] > 300 and checked["drf_pages"] > 40, checked
+    assert checked["pages"] >= 200 and checked["drf_pages"] >= 50, checked  # every page of every group compared

@@ -9,7 +9,7 @@ import pytest
 from pagination_index import IndexUnavailable, get_index, index, indexes
 from pagination_index import reset as reset_index
 from pagination_index.backends.base import BaseIndex
-from pagination_index.backends.failfast import FailFastIndex
+from pagination_index.backends.base import FailFastIndex
 from tests.config import index_config
 
 
