@@ -54,6 +54,22 @@ DEFAULTS: dict[str, Any] = {
     "REBUILD": {
         "SETTLE_SECONDS": 1.0,
     },
+    # manage.py serve_index: the files index served over the Redis protocol (the resp backend's server).
+    "SERVE": {
+        # The files backend's OPTIONS of the index it serves (PATH at least; COMMIT_ENTRIES, COMMIT_SECONDS).
+        "OPTIONS": {},
+        "BIND": "127.0.0.1",
+        "PORT": 6380,
+        # requirepass: AUTH or HELLO must give it ("": none).
+        "PASSWORD": "",
+        "MAXCLIENTS": 10000,
+        # The largest request it reads (Redis: proto-max-bulk-len).
+        "MAX_REQUEST_BYTES": 8 << 20,
+        # When a write's log append is synced: "always" before the reply, or "everysec" (Redis's appendfsync).
+        "APPENDFSYNC": "always",
+        "TLS_CERT_FILE": "",
+        "TLS_KEY_FILE": "",
+    },
 }
 
 # One entry of SOURCES. TABLE, GROUP_KEY and SORT_KEY are required.
@@ -84,7 +100,7 @@ SOURCE_DEFAULTS: dict[str, Any] = {
     "CLASS": "pagination_index.sources.TableSource",
 }
 
-SECTIONS = ("AWS", "SYNC", "REBUILD")
+SECTIONS = ("AWS", "SYNC", "REBUILD", "SERVE")
 
 
 class IndexSettings:

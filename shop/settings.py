@@ -171,6 +171,7 @@ PAGINATION_INDEX_BACKENDS = {
     "redis": "pagination_index.backends.redis.RedisIndex",
     "dynamodb": "pagination_index.backends.dynamodb.DynamoDBIndex",
     "files": "pagination_index.backends.files.FileIndex",
+    "resp": "pagination_index.backends.resp.RespIndex",
 }
 _index_backend = os.environ.get("PAGINATION_INDEX_BACKEND", "relational")
 # Pages 1..FAST_PAGES share one Query result, and their counts, for this many seconds (0 disables).
@@ -289,6 +290,37 @@ PAGINATION_INDEX_FILES = {  # FileIndex OPTIONS
 }
 if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["files"]:
     PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_FILES)
+# PAGINATION_INDEX_BACKEND=resp: the files index above (PAGINATION_INDEX_FILES), served to every host
+# over the Redis protocol by `manage.py serve_index` (docs/backends-resp.md), which owns the files;
+# the site and sync_index reach it at PAGINATION_INDEX_RESP_URL with redis-py, the Redis backend's
+# timeouts and retry, and its password (requirepass: empty, none).
+PAGINATION_INDEX_RESP_URL = os.environ.get("PAGINATION_INDEX_RESP_URL", "redis://127.0.0.1:6380/0")
+PAGINATION_INDEX_RESP_PASSWORD = os.environ.get("PAGINATION_INDEX_RESP_PASSWORD", "")
+PAGINATION_INDEX_RESP = {  # RespIndex OPTIONS
+    "LOCATION": PAGINATION_INDEX_RESP_URL,
+    "PASSWORD": PAGINATION_INDEX_RESP_PASSWORD,
+    "SOCKET_CONNECT_TIMEOUT": PAGINATION_INDEX_REDIS["SOCKET_CONNECT_TIMEOUT"],
+    "SOCKET_TIMEOUT": PAGINATION_INDEX_REDIS["SOCKET_TIMEOUT"],
+    "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+    # Writes, commits and listings wait on the server's disk: their own, longer socket timeout.
+    "WRITE_TIMEOUT": float(os.environ.get("PAGINATION_INDEX_RESP_WRITE_TIMEOUT", "60")),
+}
+if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["resp"]:
+    PAGINATION_INDEX["OPTIONS"] = dict(PAGINATION_INDEX_RESP)
+# serve_index: where it listens (TLS with a certificate and key file), the most clients it takes, the
+# largest request it reads (Redis: proto-max-bulk-len), and when a write's log append is synced:
+# "always" before the reply, or "everysec" (Redis's appendfsync).
+PAGINATION_INDEX["SERVE"] = {
+    "OPTIONS": PAGINATION_INDEX_FILES,
+    "PASSWORD": PAGINATION_INDEX_RESP_PASSWORD,
+    "BIND": os.environ.get("PAGINATION_INDEX_RESP_BIND", "127.0.0.1"),
+    "PORT": int(os.environ.get("PAGINATION_INDEX_RESP_PORT", "6380")),
+    "MAXCLIENTS": int(os.environ.get("PAGINATION_INDEX_RESP_MAXCLIENTS", "10000")),
+    "MAX_REQUEST_BYTES": int(os.environ.get("PAGINATION_INDEX_RESP_MAX_REQUEST_BYTES", str(8 << 20))),
+    "APPENDFSYNC": os.environ.get("PAGINATION_INDEX_RESP_APPENDFSYNC", "always"),
+    "TLS_CERT_FILE": os.environ.get("PAGINATION_INDEX_RESP_TLS_CERT_FILE", ""),
+    "TLS_KEY_FILE": os.environ.get("PAGINATION_INDEX_RESP_TLS_KEY_FILE", ""),
+}
 
 # sync_index serves Prometheus metrics on this port (0: not at all); the web's are at /metrics.
 SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))

@@ -1,5 +1,6 @@
 """`make run`: DynamoDB Local on disk, migrations, table, demo data, index, then the web server and
-sync_index side by side until Ctrl-C stops them all."""
+sync_index side by side until Ctrl-C stops them all; with PAGINATION_INDEX_BACKEND=resp, serve_index
+first (the files index over RESP, at PAGINATION_INDEX_RESP_URL), stopped last."""
 from __future__ import annotations
 
 import os
@@ -66,6 +67,31 @@ def stop_children(children: list[subprocess.Popen], grace: float = 15) -> None:
             child.wait()
 
 
+def start_index_server(env: dict) -> subprocess.Popen | None:
+    """serve_index, when the backend is resp, listening where PAGINATION_INDEX_RESP_URL points; once it
+    answers PING. None for every other backend."""
+    if env.get("PAGINATION_INDEX_BACKEND") != "resp":
+        return None
+    import redis
+    from urllib.parse import urlsplit
+
+    url = env.get("PAGINATION_INDEX_RESP_URL", "redis://127.0.0.1:6380/0")
+    parts = urlsplit(url)
+    server = start(["serve_index", "--bind", parts.hostname or "127.0.0.1", "--port", str(parts.port or 6379)], env)
+    client = redis.Redis.from_url(url, password=env.get("PAGINATION_INDEX_RESP_PASSWORD") or None,
+                                  socket_connect_timeout=0.5, socket_timeout=2)
+    for _ in range(300):
+        try:
+            client.ping()
+            return server
+        except redis.RedisError:
+            if server.poll() is not None:
+                break
+            time.sleep(0.1)
+    stop_children([server])
+    raise CommandError(f"serve_index did not answer at {url} (see its output above)")
+
+
 def main() -> int:
     for signum in STOP_SIGNALS:  # `kill` or a closed terminal stops everything as cleanly as Ctrl-C
         signal.signal(signum, _interrupt)
@@ -80,18 +106,20 @@ def main() -> int:
         print(f"starting DynamoDB Local on 127.0.0.1:{DYNAMODB_PORT} (data in {VAR / 'dynamodb'})")
         database.start()
     children: list[subprocess.Popen] = []
-    strict = None
+    strict = index_server = None
     try:
         if STRICT:
             strict = StrictEndpoint(env["DYNAMODB_ENDPOINT_URL"], log_path=VAR / "strict-endpoint.log").start()
             env.update(strict.env())
             print(f"strict endpoint {strict.url} in front of DynamoDB Local (admin {strict.admin_url}, "
                   f"log {VAR / 'strict-endpoint.log'})", flush=True)
+        index_server = start_index_server(env)
         prepare(env)
-        print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index and DynamoDB Local)")
+        print(f"serving http://{WEB_ADDRESS}/ (Ctrl-C stops the site, sync_index"
+              f"{', serve_index' if index_server else ''} and DynamoDB Local)")
         children.append(start(["runserver", WEB_ADDRESS], env))
         children.append(start(["sync_index"], env))
-        while all(child.poll() is None for child in children):
+        while all(child.poll() is None for child in children + [index_server] if child):
             time.sleep(0.5)
         return 1  # a child died on its own
     except KeyboardInterrupt:
@@ -104,6 +132,8 @@ def main() -> int:
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
         stop_children(children)
+        if index_server:  # after sync_index, whose last batch it serves
+            stop_children([index_server])
         if strict:
             strict.stop()
         if database:

@@ -378,7 +378,31 @@ def files_s3_options(s3_server, tmp_path):
             "S3_ENDPOINT_URL": s3_server.url, "COMMIT_ENTRIES": 7, "MANIFEST_SECONDS": 60}
 
 
-INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb", "files"]
+@pytest.fixture(scope="session")
+def serve_index(tmp_path_factory):
+    """`manage.py serve_index` of the run's own, on a free port (tests/services.py: ServeIndex)."""
+    from tests.services import ServeIndex
+
+    server = ServeIndex(tmp_path_factory.mktemp("serve-index")).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def resp_index_options(serve_index):
+    """RespIndex OPTIONS on the run's serve_index, emptied after the test (FLUSHDB: it serves the tests only)."""
+    from django.conf import settings
+
+    from pagination_index.backends.resp import RespIndex
+
+    options = dict(settings.PAGINATION_INDEX_RESP, LOCATION=serve_index.url)
+    yield options
+    index = RespIndex(options)
+    index.clear()
+    index.close()
+
+
+INDEX_BACKENDS = ["relational-sqlite", "relational-postgres", "redis", "redis-cluster", "dynamodb", "files", "resp"]
 
 
 @pytest.fixture(params=INDEX_BACKENDS)
@@ -396,6 +420,8 @@ def index_backend(request, settings):
         options = request.getfixturevalue("dynamodb_index_options")
     elif name == "files":
         options = {"PATH": str(request.getfixturevalue("tmp_path") / "files-index"), "COMMIT_ENTRIES": 50}
+    elif name == "resp":
+        options = request.getfixturevalue("resp_index_options")
     else:
         options = request.getfixturevalue("redis_index_options")
     backend = settings.PAGINATION_INDEX_BACKENDS[name.split("-")[0]]

@@ -241,3 +241,71 @@ class S3Server:
         if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+
+class ServeIndex:
+    """`manage.py serve_index` of this test's own: the files index in `folder`, on a free port, which the
+    test may kill (-9), stop (SIGTERM) and start again on the same port. `env`: settings for it, as
+    environment variables (PAGINATION_INDEX_RESP_PASSWORD, ..._APPENDFSYNC, ...)."""
+
+    def __init__(self, folder, *, env: dict | None = None, args: tuple = (), tls_ca: str | None = None):
+        self.folder = folder
+        self.tls_ca = tls_ca  # the CA of its TLS certificate (PAGINATION_INDEX_RESP_TLS_*_FILE in `env`)
+        self.path = folder / "files-index"
+        self.port = free_port()
+        self.env = env or {}
+        self.args = args
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "ServeIndex":
+        if self.process is not None:
+            return self._start()
+        return start_on_free_ports(self._start, self._move)
+
+    def _move(self) -> None:
+        self.port = free_port()
+
+    def _start(self) -> "ServeIndex":
+        import os
+        import sys
+        from pathlib import Path
+
+        root = Path(__file__).resolve().parents[1]
+        log = self.folder / "serve_index.log"
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **self.env}
+        with open(log, "ab") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, str(root / "manage.py"), "serve_index", "--bind", "127.0.0.1",
+                 "--port", str(self.port), "--path", str(self.path), *self.args],
+                cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT,
+            )
+        tls = {"ssl": True, "ssl_ca_certs": self.tls_ca} if self.tls_ca else {}
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, socket_timeout=2, **tls,
+                             retry=Retry(NoBackoff(), 0), password=self.env.get("PAGINATION_INDEX_RESP_PASSWORD"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                client.ping()
+                return self
+            except (redis.ConnectionError, redis.TimeoutError):
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.05)
+        self.kill()
+        tail = log.read_text(errors="replace").splitlines()[-5:]
+        error = PortTaken if any("address already in use" in line for line in tail) else RuntimeError
+        raise error(f"serve_index did not start on port {self.port}: " + " | ".join(tail))
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, as an operator's stop: its exit status."""
+        self.process.terminate()
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)

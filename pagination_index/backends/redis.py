@@ -190,6 +190,9 @@ class RedisIndex(NetWriteIndex):
 
     unavailable_errors = FAILURES
     error_label = "redis index"
+    # Members as stored and back (the RESP backend's server stores them as text).
+    encode = staticmethod(encode_member)
+    decode = staticmethod(decode_member)
 
     def __init__(self, options=None):
         super().__init__(options)
@@ -345,7 +348,7 @@ class RedisIndex(NetWriteIndex):
         if stop <= start:
             return []  # and never a negative index, which Redis counts from the end
         found = self._read(self.key(group), "zrevrange", start, stop - 1, withscores=True)
-        return [(decode_member(member), micros_sort_key(score)) for member, score in found]
+        return [(self.decode(member), micros_sort_key(score)) for member, score in found]
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         return self.count_newer_many([group], sort_key, member)[group]
@@ -356,7 +359,7 @@ class RedisIndex(NetWriteIndex):
         the stored ones; ZRANGEBYLEX is undefined across scores, so the run is read: whole when short,
         which is one round trip per hash slot, else bisected by rank)."""
         score = sort_key_score(sort_key)
-        wanted = None if member is None else encode_member(member)
+        wanted = None if member is None else self.encode(member)
         counts = {}
         for batch in self._by_slot(groups):
             with self.client.pipeline(transaction=True) as pipe:

@@ -118,3 +118,78 @@ def test_one_signal_to_the_process_group_stops_everything_cleanly(stack_table, t
     assert "Traceback" not in errors and "KeyboardInterrupt" not in errors, errors
     assert leases(database) and all(owner == "" and expires is None for _, owner, expires in leases(database)), \
         leases(database)
+
+
+def test_make_run_with_the_resp_backend_serves_every_page_in_agreement_with_dynamodb(stack_table, tmp_path):
+    """PAGINATION_INDEX_BACKEND=resp: stack.run starts serve_index before anything reads the index,
+    fills it (rebuild_index through ZLOAD/ZREPLACE), and every page past the first, read through the
+    index, shows DynamoDB's comments in order; a comment written afterwards reaches the pages through
+    sync_index and the server; one Ctrl-C stops serve_index too."""
+    import sqlite3
+    import urllib.request
+
+    from tests.pages import parse
+
+    web = f"127.0.0.1:{free_port()}"
+    env = {
+        "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path)),
+        "DJANGO_SETTINGS_MODULE": "shop.settings", "SHOP_VAR_DIR": str(tmp_path / "var"),
+        "DYNAMODB_LOCAL_PORT": stack_table["ENDPOINT_URL"].rsplit(":", 1)[1], "COMMENTS_TABLE": stack_table["TABLE"],
+        "WEB_ADDRESS": web, "SYNC_INDEX_POLL_SECONDS": "0.2",
+        "PAGINATION_INDEX_BACKEND": "resp", "PAGINATION_INDEX_RESP_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "COMMENTS_PAGE_SIZE": "3", "COMMENTS_FAST_PAGES": "1", "COMMENTS_FAST_CACHE_SECONDS": "0",
+        "RESPONSE_MICRO_CACHE_SECONDS": "0",
+    }
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        process = subprocess.Popen([sys.executable, "-m", "stack.run"], cwd=ROOT, env=env, stdout=stdout,
+                                   stderr=stderr, process_group=0)
+    database = tmp_path / "var" / "db.sqlite3"
+    processes = [process.pid]
+
+    def pages() -> list[tuple[str, str]]:
+        url, shown = f"http://{web}/products/RUN-1/", []
+        while url:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                page = parse(response.read().decode())
+            shown += page["comments"]
+            url = page["next"] and (page["next"] if page["next"].startswith("http") else
+                                    f"http://{web}/products/RUN-1/" + page["next"].split("/products/RUN-1/")[-1])
+        return shown
+
+    try:
+        deadline = time.monotonic() + 120
+        while not (answers(web) and any(owner.startswith("sync:") for _, owner, _ in leases(database))):
+            assert process.poll() is None, f"stack.run exited early:\n{out.read_text()}\n{err.read_text()}"
+            assert time.monotonic() < deadline, f"the stack did not come up:\n{out.read_text()}\n{err.read_text()}"
+            time.sleep(0.3)
+        assert any("serve_index" in " ".join(Path(f"/proc/{pid}/cmdline").read_text().split("\0"))
+                   for pid in alive(descendants(process.pid)))
+        with sqlite3.connect(database) as connection:
+            connection.execute("INSERT INTO shop_product (sku, name, description, price, created_at, updated_at) "
+                               "VALUES ('RUN-1', 'Run', '', 9.99, datetime('now'), datetime('now'))")
+        # stack_table's comments (factories.seed("RUN-1", 30, seed=5) makes them alike every time)
+        expected = [(comment.pk, comment.sk) for comment in factories.newest_first(
+            factories.make_comments("RUN-1", 30, seed=5))]
+        assert pages() == expected
+        with override_settings(DYNAMODB=stack_table):
+            [new] = factories.seed("RUN-1", 1, seed=9)
+        expected = [(comment.pk, comment.sk) for comment in factories.newest_first(
+            factories.make_comments("RUN-1", 30, seed=5) + [new])]
+        deadline = time.monotonic() + 30
+        while (shown := pages()) != expected:  # the pages' Queries show it before the index's ranks do
+            assert time.monotonic() < deadline, f"the pages did not come to agree with the table: {shown}"
+            time.sleep(0.5)
+        processes = descendants(process.pid)
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(40) == 0, err.read_text()
+        deadline = time.monotonic() + 15
+        while alive(processes) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(processes) == [], "processes left running"
+    finally:
+        for pid in alive(processes + (descendants(process.pid) if process.poll() is None else [])):
+            os.kill(pid, signal.SIGKILL)
+        process.wait()
+    errors = err.read_text()
+    assert "Traceback" not in errors, errors

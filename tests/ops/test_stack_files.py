@@ -71,11 +71,12 @@ def manage_calls(command) -> list[list[str]]:
 
 def test_services_and_start_up_order(compose):
     services = compose["services"]
-    assert set(services) == {"dynamodb", "redis", "postgres", "init", "web", "sync", "nginx"}
-    for name in ("dynamodb", "redis", "postgres", "web", "nginx"):
+    assert set(services) == {"dynamodb", "redis", "postgres", "index", "init", "web", "sync", "nginx"}
+    for name in ("dynamodb", "redis", "postgres", "index", "web", "nginx"):
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
     assert {dep: cond["condition"] for dep, cond in services["init"]["depends_on"].items()} == {
-        "dynamodb": "service_healthy", "redis": "service_healthy", "postgres": "service_healthy"}
+        "dynamodb": "service_healthy", "redis": "service_healthy", "postgres": "service_healthy",
+        "index": "service_healthy"}
     for name in ("web", "sync"):
         assert services[name]["depends_on"] == {"init": {"condition": "service_completed_successfully"}}
     assert services["nginx"]["depends_on"] == {"web": {"condition": "service_healthy"}}
@@ -112,6 +113,16 @@ def test_data_lives_on_volumes(compose):
     assert set(compose["volumes"]) >= {"dynamodb-data", "postgres-data"}
 
 
+def test_the_resp_index_server_is_a_service_of_its_own(compose):
+    """serve_index owns the files on a volume of its own; the app services reach it by name."""
+    index = compose["services"]["index"]
+    assert manage_calls(index["command"]) == [["serve_index", "--bind", "0.0.0.0", "--port", "6380"]]
+    assert index["environment"]["PAGINATION_INDEX_PATH"] == "/srv/index"
+    assert any(volume.startswith("index-data:/srv/index") for volume in index["volumes"])
+    for name in ("init", "web", "sync"):
+        assert compose["services"][name]["environment"]["PAGINATION_INDEX_RESP_URL"] == "redis://index:6380/0"
+
+
 def test_app_services_use_redis_index_and_postgres(compose):
     for name in ("init", "web", "sync"):
         env = compose["services"][name]["environment"]
@@ -131,7 +142,8 @@ def test_every_manage_command_exists_with_its_options(compose):
     calls = [call for service in compose["services"].values() if "command" in service
              for call in manage_calls(service["command"])]
     names = [call[0] for call in calls]
-    assert names == ["collectstatic", "migrate", "create_tables", "seed_demo", "rebuild_index", "sync_index"]
+    assert sorted(names) == sorted(["serve_index", "collectstatic", "migrate", "create_tables", "seed_demo",
+                                    "rebuild_index", "sync_index"])
     for name, *args in calls:
         assert name in commands, f"manage.py {name} does not exist"
         parser = load_command_class(commands[name], name).create_parser("manage.py", name)

@@ -136,7 +136,7 @@ def test_the_index_app_names_nothing_of_the_comments_table():
 # stderr by -v, results on stdout) that every command of the project follows (docs/reference.md,
 # "Command output"). The others are documented for adopters (docs/library/).
 PUBLIC = {"pagination_index", "pagination_index.models", "pagination_index.management", "pagination_index.aws",
-          "pagination_index.aws.retries", "pagination_index.sequence", "pagination_index.sources",
+          "pagination_index.aws.retries", "pagination_index.aws.errors", "pagination_index.sequence", "pagination_index.sources",
           "pagination_index.sortkeys", "pagination_index.conf", "pagination_index.admin"}
 
 

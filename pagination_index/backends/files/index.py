@@ -249,6 +249,17 @@ class FileIndex(NetWriteIndex):
         names = set(self.storage.names()) | set(self.journal.logged_names())
         return sorted(group for group in names if self.count(group) > 0)
 
+    def member_sort_keys(self, group: str, members: Iterable[str]) -> dict[str, str]:
+        """The sort key of each of `members` in the group (its log included), for those present: one
+        pass over the group's generation (serve_index's ZSCORE, and its ZADD and ZREM replies)."""
+        view = self._view(group)
+        wanted = set(members)
+        found = {member: sort_key for member, (position, sort_key) in self._find_members(view, wanted).items()
+                 if position not in view.overlay.deleted}
+        for member in wanted & view.overlay.inserted.keys():
+            found[member] = view.overlay.inserted[member][0]
+        return found
+
     def pending_changes(self, group: str) -> int:
         """Changes in the group's log not yet committed into a generation (verify_index shows them)."""
         return self._view(group).overlay.pending()
@@ -382,16 +393,26 @@ class FileIndex(NetWriteIndex):
                         if self._pending is not None:
                             self._pending.add(group)
                     view = self._view(group)
-                    if self._commit_due(view):
+                    if self._is_due(view):
                         due.append(group)
-            sync_batch(written)
+            self._sync(written)
         finally:
             for fd, _ in written:
                 os.close(fd)
-        for group in due:
+        self._commit_due(due)
+
+    def _sync(self, written: list) -> None:
+        """Make a batch's log appends durable before apply_net returns (serve_index's
+        `appendfsync everysec` syncs once a second instead)."""
+        sync_batch(written)
+
+    def _commit_due(self, groups: list[str]) -> None:
+        """Commit the groups a write made due, before apply_net returns (serve_index hands them to
+        its committer thread, after the reply)."""
+        for group in groups:
             self.commit(group)
 
-    def _commit_due(self, view: GroupView) -> bool:
+    def _is_due(self, view: GroupView) -> bool:
         if view.log_id is None:
             return False
         age = time.time() - view.log_created_us / 1e6
@@ -563,7 +584,7 @@ class FileIndex(NetWriteIndex):
             view = self._view(group)
             if view.log_id is None:
                 continue
-            if self._commit_due(view):
+            if self._is_due(view):
                 committed += self.commit(group)
             else:
                 with self._lock:
