@@ -130,12 +130,13 @@ def redis_index(prefix: str | None = None):
     from django.test import override_settings
 
     import tests.signals  # noqa: F401  (override_settings resets the loaded index)
+    from tests.config import index_config
 
     from pagination_index import get_index
 
     prefix = prefix or f"bench-pidx:{os.getpid()}:{uuid.uuid4().hex[:6]}:"
-    config = {"BACKEND": "pagination_index.backends.redis.RedisIndex",
-              "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=prefix)}
+    config = index_config(BACKEND="pagination_index.backends.redis.RedisIndex",
+                          OPTIONS=dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=prefix))
     with override_settings(PAGINATION_INDEX=config):
         try:
             call_command("rebuild_index", verbosity=0)
@@ -154,6 +155,7 @@ def postgres_index():
     from django.test import override_settings
 
     import tests.signals  # noqa: F401  (override_settings resets the loaded index)
+    from tests.config import index_config
 
     name = f"bench_pages_{os.getpid()}"
     with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3) as admin:
@@ -161,7 +163,8 @@ def postgres_index():
         version = admin.execute("SHOW server_version").fetchone()[0]
     alias = "bench_postgres"
     add_database_alias(alias, {**dj_database_url.parse(POSTGRES_URL, conn_max_age=60), "NAME": name})
-    config = {"BACKEND": "pagination_index.backends.relational.RelationalIndex", "OPTIONS": {"DATABASE": alias}}
+    config = index_config(BACKEND="pagination_index.backends.relational.RelationalIndex",
+                          OPTIONS={"DATABASE": alias})
     try:
         call_command("migrate", database=alias, verbosity=0)
         with override_settings(PAGINATION_INDEX=config):
