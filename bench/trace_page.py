@@ -5,6 +5,7 @@ response, and how many calls cross from one project file into another.
 
     python -m bench.trace_page                          # /products/KETTLE-2000/?page=300, 10,000-comment shop
     python -m bench.trace_page --page 11 --smoke
+    python -m bench.trace_page --query-at comments/table/direct.py:query   # a tree where the Query lived there
 
 Only the project's own files count (not Django, botocore or the standard library); the request is
 traced warm (served once before, so no first-use setup is counted), with caches as in production.
@@ -22,7 +23,7 @@ from bench.common import machine_info, stamp, write_json
 from bench.dataset import FLAGSHIP, Dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-OWN = ("pagination_index", "comments", "shop", "metrics", "moderation", "ops")
+OWN = ("pagination_index", "comments", "shop", "metrics", "moderation", "ops", "aws")
 SIZE, SMOKE_SIZE = 10_000, 3_000
 
 
@@ -41,8 +42,8 @@ class Tracer:
     path's Query is sent (pagination_index/aws/direct.py, DirectReads.query), where the project files
     on the stack are noted: the line from the view to the Query."""
 
-    def __init__(self, view: str, query: str):
-        self.view, self.query = view, query
+    def __init__(self, view: str, query_file: str, query: str):
+        self.view, self.query_file, self.query = view, query_file, query
         self.started = False
         self.calls: list[tuple[str | None, str]] = []  # (from, into) of each call into a project file
         self.query_at: int | None = None
@@ -64,7 +65,7 @@ class Tracer:
         while caller is not None and own_file(caller.f_code.co_filename) is None:
             caller = caller.f_back
         self.calls.append((own_file(caller.f_code.co_filename) if caller else None, name))
-        if self.query_at is None and name == "pagination_index/aws/direct.py" and code.co_name == self.query:
+        if self.query_at is None and name == self.query_file and code.co_name == self.query:
             self.query_at = len(self.calls)
             stack, outer = [], frame
             while outer is not None:
@@ -84,7 +85,7 @@ def summary(calls: list[tuple[str | None, str]]) -> dict:
             "entries": {name: sum(1 for caller, into in crossings if into == name) for name in files}}
 
 
-def trace(path: str) -> dict:
+def trace(path: str, query_at: str) -> dict:
     from django.core.handlers.wsgi import WSGIHandler
 
     from bench.common import get_environ
@@ -98,7 +99,7 @@ def trace(path: str) -> dict:
         return status[0]
 
     assert request().startswith("200")  # warm: first-use setup is not the page's path
-    tracer = Tracer("product_detail", "query")
+    tracer = Tracer("product_detail", *query_at.split(":"))
     sys.setprofile(tracer)
     try:
         status = request()
@@ -114,13 +115,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--page", type=int, default=300)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--query-at", default="pagination_index/aws/direct.py:query",
+                        help="FILE:FUNCTION that sends the page's Query (default: %(default)s)")
     args = parser.parse_args()
     size = SMOKE_SIZE if args.smoke else SIZE
     page = min(args.page, size // 20)
     load = os.getloadavg()
     when = stamp()
     with Dataset(size):
-        result = trace(f"/products/{FLAGSHIP}/?page={page}")
+        result = trace(f"/products/{FLAGSHIP}/?page={page}", args.query_at)
     result.update(machine=machine_info({}, load, "one request traced in this process, relational index on SQLite"),
                   size=size)
     print(f"the line from the view to the Query ({len(result['stack_at_query'])} files): "
