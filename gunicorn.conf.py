@@ -2,7 +2,7 @@
 
 gthread workers with a few threads each: keep-alive connections (sync workers close every one), and
 a thread can wait on DynamoDB while another renders. The worker count follows the cores, capped for
-small machines. docs/performance.md has the measured rows behind these defaults.
+small machines. bench/notes/performance.md has the measured rows behind these defaults.
 """
 import multiprocessing
 import os
@@ -22,10 +22,10 @@ timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
 keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
 # Recycle workers now and then, so a slow leak can never grow without bound. A gthread worker
-# finishes its requests before it exits: no connection is dropped (measured in docs/performance.md).
+# finishes its requests before it exits: no connection is dropped (measured in bench/notes/performance.md).
 # A new worker starts cold (imports, empty per-process caches, templates to compile): at 20,000 a
 # 2-core box serving 5,000 pages/s recycled each worker every 20 s, and hot p99 went from 15-37 ms to
-# 82-383 ms (docs/performance.md, "The hot tail, explained and ended").
+# 82-383 ms (bench/notes/performance.md, "The hot tail, explained and ended").
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "100000"))
 max_requests_jitter = max_requests // 10
 # Proxies whose X-Forwarded-* headers gunicorn trusts (comma-separated addresses, or *).

@@ -68,7 +68,7 @@ SECONDS, SMOKE_SECONDS = 30, 6
 FAST_PAGES, PAGE_SIZE = 10, 20
 # The shopper reads pages 11 to 50 of each product: past the fast window, so each is the index and
 # one Query. Not thousands deep: there DynamoDB Local's own cost of a deep key condition (a second or
-# two a page at 100,000 comments, which AWS does not have: docs/performance.md) would be the p99 of
+# two a page at 100,000 comments, which AWS does not have: bench/notes/performance.md) would be the p99 of
 # every phase, quiet or not, and hide what the floods do.
 SHOPPER_DEPTH = 40
 JUNK_URLS = 120

@@ -14,7 +14,7 @@ The three ways, each answering the same Query:
   the day's signing key kept, and a Connections class of kept-alive `http.client` connections).
 
 The site now uses the library path (comments/table/direct.py): the hand-written one saved too little
-over it (docs/performance.md).
+over it (bench/notes/performance.md).
 
 Per way: thread CPU per crawl page (bench.load's crawl mix through Django's WSGI handler in this
 process, caches as in production: what a gunicorn worker spends on the page) and per Query alone.

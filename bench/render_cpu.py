@@ -5,7 +5,7 @@ deep page (caught on its way to `comments.views.render`), rendered again and aga
     python -m bench.render_cpu --page 2 --renders 5000
 
 Thread CPU time (time.thread_time), median of the rounds. It patches only `comments.views.render`,
-which every version of the view has, so the same command measures any commit (docs/performance.md,
+which every version of the view has, so the same command measures any commit (bench/notes/performance.md,
 "Templates: Jinja2").
 """
 from __future__ import annotations

@@ -47,7 +47,7 @@ reads' own, with CPU per read and the pair rate the readers achieved (below 320 
 fall behind, as on DynamoDB Local: then the figures include the queue for the cores), and at() of
 another rank called as a page view calls it, right after count() ("at after count()"): the pair's
 at() is each reader's first call after its sleep, and finds a Redis server idle or, on the files
-backend, looks at the group's pack for the first time in that reader (docs/scaling.md); on Redis
+backend, looks at the group's pack for the first time in that reader (bench/notes/scaling.md); on Redis
 backends, the same-run baseline of that first call: each reader sleeps again for half a slot and
 times a bare PING to the group's server ("ping after sleep"); the apply
 rate of stream batches (100 adds over random products) into the loaded index; spot checks of

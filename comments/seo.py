@@ -70,7 +70,7 @@ def product_json_ld(*, product: Product, url: str, page_url: str, comments: list
 def script_safe(text: str) -> str:
     """`text` with SCRIPT_ESCAPES applied. Three str.replace calls, not str.translate: translate with a
     dict walks a non-ASCII string (any accented name on the page) one character at a time
-    (docs/performance.md has the measurement)."""
+    (bench/notes/performance.md has the measurement)."""
     for character, escape in SCRIPT_ESCAPES:
         text = text.replace(character, escape)
     return text

@@ -96,7 +96,7 @@ ROOT_URLCONF = "shop.urls"
 WSGI_APPLICATION = "shop.wsgi.application"
 
 # The site's own pages are Jinja2 templates (jinja2/, environment in shop/jinja2.py): a product page
-# renders in about a third of the CPU Django's engine took (docs/performance.md, "Templates: Jinja2").
+# renders in about a third of the CPU Django's engine took (bench/notes/performance.md, "Templates: Jinja2").
 # Django's engine stays second for the admin, the sitemaps' XML, robots.txt and form widgets.
 TEMPLATES = [
     {

@@ -40,7 +40,7 @@ DUMMY_KEYS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
 EMULATOR_REGION = "us-east-1"  # what an emulator is told when nothing configures a region
 
 # botocore rebuilds its default User-Agent, a dozen components sanitised character by character, twice
-# per call (docs/performance.md). A fixed one is built once.
+# per call (bench/notes/performance.md). A fixed one is built once.
 USER_AGENT = f"django-pagination-index Botocore/{botocore.__version__}"
 
 # The request a call serves (the host project sets it per request, e.g. to its request id). Sent as

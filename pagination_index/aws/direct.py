@@ -2,7 +2,7 @@
 sent through a urllib3 connection pool.
 
 A crawl page's CPU through the strict endpoint (TLS, signatures checked), three ways
-(bench/query_paths.py, docs/performance.md): the botocore client costs about a third more than this
+(bench/query_paths.py, bench/notes/performance.md): the botocore client costs about a third more than this
 library path; a hand-written signer on `http.client` saved only about 5% more, short of the 20% that
 would pay for keeping protocol code of our own, so it went.
 

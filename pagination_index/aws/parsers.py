@@ -1,7 +1,7 @@
 """DynamoDB item reads without botocore's walk of the response model.
 
 DynamoDB's wire JSON already is the parsed form of an item ({"S": "..."}, {"N": "..."} maps): the
-walk was a quarter of a 21-item Query's CPU (docs/benchmarks.md). A successful Query, Scan or
+walk was a quarter of a 21-item Query's CPU (bench/notes/benchmarks.md). A successful Query, Scan or
 GetItem body is returned as json.loads gives it, which is exactly what the walk produces for these
 outputs unless an item holds a binary attribute.
 """

@@ -438,5 +438,5 @@ class BlockTree:
 def json_rows(columns: tuple[str, ...], rows) -> str:
     """Rows as one JSON parameter for PostgreSQL's json_to_recordset(). Django binds parameters on
     the client, and psycopg quotes an array parameter element by element in Python
-    (docs/benchmarks-relational-writes.md); json.dumps is C, and so is the server's JSON parser."""
+    (bench/notes/relational-writes.md); json.dumps is C, and so is the server's JSON parser."""
     return json.dumps([dict(zip(columns, row)) for row in rows])

@@ -7,7 +7,7 @@ database's default collation and the keys in "C":
 - the comparison takes the "C" collation (PostgreSQL's rule when one side has a non-default
   collation), and the blocks' unique index, built in the default collation, cannot serve it: the
   write path, which counts the keys an INSERT or DELETE returns into their blocks inside the same
-  statement (docs/benchmarks-relational-writes.md), would scan the group's blocks for every key;
+  statement (bench/notes/relational-writes.md), would scan the group's blocks for every key;
 - on a database created with a locale collation (en_US.UTF-8, ...), blocks would be ordered
   differently from the entries they count.
 "C" also compares with memcmp rather than strcoll. SQLite already compares by bytes; left alone.

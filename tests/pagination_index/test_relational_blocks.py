@@ -188,7 +188,7 @@ def test_one_batch_of_many_groups_on_postgresql(postgres_database):
 @pytest.mark.django_db(databases="__all__")
 def test_replace_stores_a_group_in_index_order_on_postgresql(postgres_database):
     """replace() inserts the entries newest first (a member given twice keeps its last sort key),
-    so a rank read that visits the table reads consecutive pages (docs/scaling.md)."""
+    so a rank read that visits the table reads consecutive pages (bench/notes/scaling.md)."""
     index = RelationalIndex(dict(TINY, DATABASE=postgres_database))
     given = entries(300)
     random.Random(3).shuffle(given)

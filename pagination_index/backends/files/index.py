@@ -427,7 +427,7 @@ class FileIndex(NetWriteIndex):
         pass at a time (fmt.repeated_uuid_members). A stream out of index order or repeating a
         member (never a rebuild's) is read back and sorted by numpy (fmt.sort_uuid_records); any
         other member turns the group into a dict of its texts, as small groups of the tests' have
-        (docs/scaling.md)."""
+        (bench/notes/scaling.md)."""
         stream, out, latest = iter(entries), self.journal.temporary(group), None
         try:
             out.reserve_header(group)

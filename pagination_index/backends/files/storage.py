@@ -410,7 +410,7 @@ class LocalStorage:
     _append); the last generation of a group wins. Files, not folders,
     per group, and many small generations per file: disk blocks follow the entries, not the groups
     (a folder and a file per group took 12.5 bytes an entry more at 500,000,000 entries in 600,000
-    groups; docs/scaling.md). Superseded generations are garbage until a compaction (when they pass a
+    groups; bench/notes/scaling.md). Superseded generations are garbage until a compaction (when they pass a
     quarter of the pack) writes the live ones to a new file renamed over the pack. Readers take no
     lock: a scan stops at the first incomplete generation, so an append under way is invisible."""
 
