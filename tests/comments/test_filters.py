@@ -352,5 +352,5 @@ def test_cursors_are_signed_with_a_key_of_their_own_and_survive_its_rotation(cli
     assert client.get(page).status_code == 400  # signed with a key no longer known
     settings.COMMENTS_CURSOR_KEY_FALLBACKS = [old]
     assert client.get(page).status_code == 200
-    fresh = cursors.encode(SKU, (5,), Position(20, {f"{SKU}/5": (None, 0)}))
+    fresh = cursors.encode(SKU, (5,), Position(20, {f"{SKU}/5": None}))
     assert fresh != good  # new cursors are signed with the new key

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("strict_dynamodb_settings")
 def deep_product(db, comments_table):
     factories.product(SKU, "Canonical kettle")
     factories.seed(SKU, 260, seed=3)
-    call_command("rebuild_index", product=[SKU], verbosity=0)
+    call_command("rebuild_index", group=[SKU], verbosity=0)
 
 
 def junk(i: int) -> str:
