@@ -438,9 +438,10 @@ def faults(stack: Stack, smoke: bool) -> list[tuple[str, callable]]:
 
 def crawl_equals_query(port: int, sku: str, pages: int) -> tuple[bool, int]:
     """Every page of a product, in order, against a Query of its GSI partition (SK, PK descending)."""
-    from comments.table.source import CommentsTableSource
+    from comments.table.keys import PRODUCTS
+    from pagination_index import sources
 
-    expected = [pk for pk, _ in sorted(CommentsTableSource().group_entries(sku), key=lambda e: (e[1], e[0]),
+    expected = [pk for pk, _ in sorted(sources[PRODUCTS].group_entries(sku), key=lambda e: (e[1], e[0]),
                                        reverse=True)]
     client, shown = Client(port), []
     for number in range(1, pages + 1):
@@ -596,10 +597,12 @@ def fmt(counts: dict[str, int]) -> str:
 def check_nothing_lost(stack: Stack, load: Load, products: dict[str, int], smoke: bool) -> dict[str, object]:
     """After the faults: every accepted post is stored once and indexed, the index has no drift,
     and the flagship's pages equal its GSI partition."""
-    from comments.store import newest
+    from comments.store import comment_from_item
+    from comments.table.keys import PRODUCTS
+    from pagination_index import sources
 
     stored: dict[str, list[str]] = {}
-    comments, _ = newest(POST_SKU, 100_000)
+    comments = map(comment_from_item, sources[PRODUCTS].read(POST_SKU, 100_000).items)  # the table's, not the index's
     for comment in comments:
         found = re.search(r"chaos-[0-9a-f]{12}", comment.body)
         if found:

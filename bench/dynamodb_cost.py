@@ -15,7 +15,7 @@ production caches most views cost nothing). Measured per backend: the flagship p
 11, 100 and the last, a filtered page (ratings 4 and 5), the cursor page its pager links to; a post
 (the form, 303), a stream record applied (the posts' INSERT records turned into index ops by the
 source and applied in one batch, as sync_index does), and a rebuild of the flagship product
-(`rebuild_index --product`, into emptied groups).
+(`rebuild_index --group SKU`, into emptied groups).
 """
 from __future__ import annotations
 
@@ -46,12 +46,12 @@ def dynamodb_index():
 
     from pagination_index import get_index
     from pagination_index import reset as reset_index
+    from tests.config import endpoint_url, index_config
 
-    options = dict(settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=settings.DYNAMODB["ENDPOINT_URL"],
+    options = dict(settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=endpoint_url(),  # the metered endpoint
                    TABLE=f"bench-pidx-{uuid.uuid4().hex[:8]}")
-    with override_settings(PAGINATION_INDEX={"BACKEND": "pagination_index.backends.dynamodb.DynamoDBIndex",
-                                             "OPTIONS": options}):
-        reset_index()
+    with override_settings(PAGINATION_INDEX=index_config(BACKEND="pagination_index.backends.dynamodb.DynamoDBIndex",
+                                                         OPTIONS=options)):
         index = get_index()
         index.create_storage()
         try:
@@ -90,8 +90,11 @@ class Shop:
         """(read and write units the endpoint metered for one uncached GET of `url`, its HTML)."""
         from django.core.cache import caches
 
-        for cache in caches.all():  # the process's own copies of windows go with it
+        from pagination_index import sources
+
+        for cache in caches.all():
             cache.clear()
+        sources.reset()  # and the process's own copies of the windows (kept by each source's Shared)
         path, _, query = url.partition("?")
         before = self.endpoint.meter()["total"]
         environ = get_environ(path, query)
@@ -129,10 +132,12 @@ def measure(shop: Shop, name: str) -> list[dict]:
         rows.append({"backend": name, "what": what, "read": units["read"] / per, "write": units["write"] / per,
                      "requests": calls})
 
-    from comments.table.keys import product_groups
+    from comments.table.keys import rating_groups
     from pagination_index import get_index
 
-    for group in product_groups(FLAGSHIP):  # emptied first, so the rebuild writes every entry
+    product_groups = [FLAGSHIP, *rating_groups(FLAGSHIP)]
+
+    for group in product_groups:  # emptied first, so the rebuild writes every entry
         get_index().replace(group, [])
     before = shop.endpoint.meter()["total"]
     call_command("rebuild_index", group=[FLAGSHIP], verbosity=0)
@@ -155,12 +160,17 @@ def measure(shop: Shop, name: str) -> list[dict]:
     # The posts' INSERT records as the stream carries them (NewImage), applied in one batch as
     # sync_index and the Lambda handler apply theirs: the index's units (reading the stream itself
     # is billed apart, per GetRecords call, not in the table's units).
-    from comments.store import item_from_comment, newest
-    from comments.table.source import record_ops
+    from comments.selectors import comments_query
+    from comments.store import item_from_comment
+    from comments.table.keys import table_name
+    from pagination_index import sources
+    from pagination_index.sources import records_ops
 
-    new, _ = newest(FLAGSHIP, POSTS)
-    ops = [op for comment in new for op in record_ops({"eventName": "INSERT", "dynamodb": {"NewImage": item_from_comment(comment)}})]
-    get_index().remove_many(FLAGSHIP, [comment.pk for comment in new])  # as before the records: not yet indexed
+    new = list(comments_query(FLAGSHIP, fast=False)[0:POSTS])  # one Query: nothing shared between requests
+    records = [{"eventName": "INSERT", "dynamodb": {"NewImage": item_from_comment(comment)}} for comment in new]
+    ops = records_ops(sources.for_table(table_name()), records)  # the product's group and its rating group
+    for group in product_groups:  # as before the records: not yet indexed
+        get_index().remove_many(group, [comment.pk for comment in new])
     before = shop.endpoint.meter()["total"]
     get_index().apply(ops)
     row("stream record applied", difference(shop.endpoint.meter()["total"], before), POSTS)
@@ -168,12 +178,11 @@ def measure(shop: Shop, name: str) -> list[dict]:
     # group of the index (the dataset restores its DynamoDB data, not its relational index, whose
     # counts the other benchmarks read as the table's).
     from comments.table.client import dynamodb
-    from comments.table.keys import table_name
 
     for comment in new:
         item = item_from_comment(comment)
         dynamodb().delete_item(TableName=table_name(), Key={"PK": item["PK"], "SK": item["SK"]})
-    for group in product_groups(FLAGSHIP):
+    for group in product_groups:
         get_index().remove_many(group, [comment.pk for comment in new])
     return rows
 
@@ -185,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load_at_start, rows = os.getloadavg(), []
     with Dataset(SMOKE_SIZE if args.smoke else SIZE) as dataset:
-        from django.conf import settings
         from django.test import override_settings
 
+        import tests.signals  # noqa: F401  (override_settings resets the shop's own AWS client too)
         from stack.strict_endpoint import StrictEndpoint
+        from tests.config import index_config
 
         from django.core.management import call_command
 
@@ -198,10 +208,9 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(endpoint.env())
             for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
                 os.environ.pop(name, None)
-            import aws
-
-            aws.reset()  # the credential chain and CA bundle were read before the endpoint's were set
-            with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=endpoint.url),
+            # A PAGINATION_INDEX of its own resets the AWS clients (pagination_index.reset): the
+            # credential chain and CA bundle were read before the endpoint's were set.
+            with override_settings(PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": endpoint.url}),
                                    RESPONSE_MICRO_CACHE_SECONDS=0):
                 shop = Shop(endpoint)
                 for name in args.backend or BACKENDS:

@@ -228,7 +228,7 @@ def s3_reads(tmp: Path, size: int, rounds: int, out) -> dict:
     import boto3
     import django
 
-    # The S3 storage's client comes from the AWS client layer, which reads settings.AWS.
+    # The S3 storage's client comes from the library's AWS client layer, which reads settings.PAGINATION_INDEX["AWS"].
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "shop.settings")
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-files-index")
     django.setup()

@@ -9,7 +9,8 @@ of equal timestamps, rebuilds the index, then times, in process (selectors, no H
 
 1. page N of the unfiltered product and of filters with 1, 2 and 5 ratings, at the first index
    page (11), the middle and the last page of each; split into the index part (boundary search and
-   partition starts) and the DynamoDB part (the parallel Queries); on the relational index (SQLite,
+   partition starts: IndexedQuery.position_at) and the DynamoDB part (a Query per rating group:
+   IndexedQuery.after); on the relational index (SQLite,
    SQL queries counted; its count_newer is a COUNT that walks the newer entries) and on Redis
    (count_newer is a ZCOUNT: O(log n));
 2. the offset API (`product_comment_slice`: one index lookup + one Query per partition) at deep
@@ -35,18 +36,18 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connections
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from bench.index_depth import add_database, machine_info  # sets Django up
-from comments import union
-from comments.selectors import product_comment_page, product_comment_slice
+import tests.signals  # noqa: F401,E402  (override_settings resets the index and AWS clients made from settings)
+from comments.selectors import comments_query, product_comment_page, product_comment_slice
 from comments.store import put_comments
-from comments.table.client import reset_clients
 from comments.table.schema import create_tables, delete_tables
-from comments.union import groups_for
-from pagination_index import reset as reset_index
 from pagination_index.backends.redis import RedisIndex
+from pagination_index.sequence import Position
 from stack.dynamodb_local import DynamoDBLocal
+from tests.config import index_config
 from tests.factories import make_comments
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -79,33 +80,31 @@ def timed(function, repeats: int) -> tuple[float, object]:
     return statistics.median(times), result
 
 
-def use_backend(name: str) -> None:
-    """Point the index at one backend (its own scratch store) and fill it from the table."""
+def backend_settings(name: str) -> override_settings:
+    """The index on one backend (its own scratch store), the table's sources kept."""
     if name == "relational-sqlite":
-        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["relational"],
-                                     "OPTIONS": {"DATABASE": ALIAS}}
+        backend, options = settings.PAGINATION_INDEX_BACKENDS["relational"], {"DATABASE": ALIAS}
     else:
-        settings.PAGINATION_INDEX = {"BACKEND": settings.PAGINATION_INDEX_BACKENDS["redis"],
-                                     "OPTIONS": dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=REDIS_PREFIX)}
-    reset_index()
-    call_command("rebuild_index", group=[SKU], verbosity=0)
+        backend, options = settings.PAGINATION_INDEX_BACKENDS["redis"], dict(settings.PAGINATION_INDEX_REDIS,
+                                                                              KEY_PREFIX=REDIS_PREFIX)
+    return override_settings(PAGINATION_INDEX=index_config(BACKEND=backend, OPTIONS=options))
 
 
 def bench_pages(backend: str, expected_counts: dict, repeats: int) -> list[dict]:
     per_page = settings.COMMENTS_PAGE_SIZE
     rows = []
     for name, ratings in FILTERS.items():
-        groups = groups_for(SKU, ratings)
+        items = comments_query(SKU, ratings, fast=False)  # what a page past the fast ones reads
         last = -(-expected_counts[name] // per_page)
         for number in sorted(n for n in {settings.COMMENTS_FAST_PAGES + 1, last // 2, last}
                              if n > settings.COMMENTS_FAST_PAGES):
             offset = (number - 1) * per_page
             total_ms, page = timed(lambda: product_comment_page(sku=SKU, number=number, ratings=ratings), repeats)
             assert page.served_by == "index" and page.object_list, (name, number)
-            index_ms, position = timed(lambda: union.position_at(groups, offset), repeats)
-            dynamo_ms, _ = timed(lambda: union.read(groups, position, per_page), repeats)
+            index_ms, position = timed(lambda: items.position_at(offset), repeats)
+            dynamo_ms, _ = timed(lambda: items.after(position, per_page), repeats)
             with CaptureQueriesContext(connections[ALIAS]) as queries:
-                union.position_at(groups, offset)
+                items.position_at(offset)
             rows.append({"index": backend, "filter": name, "page": number, "of": last, "total_ms": round(total_ms, 2),
                          "index_ms": round(index_ms, 2), "dynamodb_ms": round(dynamo_ms, 2),
                          "sql_queries": len(queries.captured_queries) if backend.startswith("relational") else "-"})
@@ -116,13 +115,13 @@ def bench_offsets(expected_counts: dict, repeats: int) -> list[dict]:
     limit = 20
     rows = []
     for name, ratings in (("unfiltered", ()), ("2 ratings (1,3)", (1, 3))):
-        groups = groups_for(SKU, ratings)
+        items = comments_query(SKU, ratings, fast=False)
         count = expected_counts[name]
         # The bookmark approach's cache: a cursor position every BOOKMARK_EVERY comments, from one walk.
-        bookmarks = {0: union.position_at(groups, 0)}
+        bookmarks = {0: Position(0, {group: None for group in items.groups})}  # every group from its top
         position = bookmarks[0]
         while position.offset + BOOKMARK_EVERY < count:
-            position = union.read(groups, position, BOOKMARK_EVERY).resume
+            position = items.after(position, BOOKMARK_EVERY).resume
             bookmarks[position.offset] = position
         for offset in sorted({count // 4 + 13, count * 3 // 4 + 7, count - limit - 3}):
             api_ms, found = timed(lambda: product_comment_slice(sku=SKU, offset=offset, limit=limit, ratings=ratings),
@@ -130,10 +129,10 @@ def bench_offsets(expected_counts: dict, repeats: int) -> list[dict]:
             nearest = bookmarks[max(o for o in bookmarks if o <= offset)]
 
             def from_bookmark(start=nearest):
-                return union.read(groups, start, offset - start.offset + limit).comments[-limit:]
+                return items.after(start, offset - start.offset + limit)[-limit:]
 
             bookmark_ms, via_bookmark = timed(from_bookmark, repeats)
-            start_ms, via_start = timed(lambda: union.read(groups, bookmarks[0], offset + limit).comments[-limit:],
+            start_ms, via_start = timed(lambda: items.after(bookmarks[0], offset + limit)[-limit:],
                                         max(1, repeats // 3))
             assert [c.pk for c in found.comments] == [c.pk for c in via_bookmark] == [c.pk for c in via_start]
             rows.append({"filter": name, "offset": offset, "of": count, "api_ms": round(api_ms, 2),
@@ -162,12 +161,10 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-filtered-"))
     add_database(ALIAS, {"ENGINE": "django.db.backends.sqlite3", "NAME": str(workdir / "index.sqlite3"),
                          "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}})
-    with DynamoDBLocal() as server:
-        settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=server.endpoint_url,
-                                 TABLE=f"bench-{uuid.uuid4().hex[:8]}")
-        settings.COMMENTS_FAST_CACHE_SECONDS = 0
-        reset_clients()
-        reset_index()
+    table = f"bench-{uuid.uuid4().hex[:8]}"
+    with DynamoDBLocal() as server, override_settings(
+            COMMENTS_TABLE=table, COMMENTS_FAST_CACHE_SECONDS=0,
+            PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": server.endpoint_url}, table=table, cache_seconds=0)):
         create_tables()
         try:
             step = max(size // 40, 1)
@@ -179,10 +176,14 @@ def main(argv=None) -> int:
             counts = {name: sum(1 for c in comments if not ratings or c.rating in ratings)
                       for name, ratings in FILTERS.items()}
             pages = []
-            for backend in BACKENDS:
-                use_backend(backend)
-                pages += bench_pages(backend, counts, repeats)
-            offsets = bench_offsets(counts, repeats)  # on the last backend
+            for backend in BACKENDS[:-1]:
+                with backend_settings(backend):
+                    call_command("rebuild_index", group=[SKU], verbosity=0)
+                    pages += bench_pages(backend, counts, repeats)
+            with backend_settings(BACKENDS[-1]):
+                call_command("rebuild_index", group=[SKU], verbosity=0)
+                pages += bench_pages(BACKENDS[-1], counts, repeats)
+                offsets = bench_offsets(counts, repeats)
         finally:
             delete_tables()
             RedisIndex(dict(settings.PAGINATION_INDEX_REDIS, KEY_PREFIX=REDIS_PREFIX)).clear()

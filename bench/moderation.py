@@ -84,8 +84,9 @@ def main(argv=None) -> None:
         from django.test import Client
 
         from comments.selectors import product_comment_slice
+        from comments.table.keys import PRODUCTS
         from moderation import services
-        from pagination_index import get_index, get_source
+        from pagination_index import get_index, sources
         from pagination_index.stream import StreamConsumer
 
         page_size = settings.COMMENTS_PAGE_SIZE
@@ -104,7 +105,7 @@ def main(argv=None) -> None:
         checked = [pages[number - 1] for number in near]
 
         stop = threading.Event()
-        consumer = StreamConsumer(index=get_index(), stream_arn=get_source().stream_arn(), stop_event=stop)
+        consumer = StreamConsumer(index=get_index(), stream_arn=sources[PRODUCTS].stream_arn(), stop_event=stop)
         follower = threading.Thread(target=consumer.run, kwargs={"once": False, "poll_seconds": 1.0})
         follower.start()
         latencies: dict[str, list[float]] = {"before": [], "during": [], "after": []}

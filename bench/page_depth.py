@@ -236,15 +236,16 @@ DYNALITE = DATA / "dynalite" / "node_modules" / ".bin" / "dynalite"
 def dynalite(size: int, out):
     """The read path on dynalite (npm, in memory), whose Query cost does not grow with the depth of the
     ExclusiveStartKey: the table without a stream (dynalite has none), loaded with BatchWriteItem, the
-    Redis index filled from it with rebuild_index. Yields the DynamoDB settings that point at it."""
+    Redis index filled from it with rebuild_index. Points the index's AWS endpoint at it meanwhile."""
     import random
 
-    from django.conf import settings
     from django.test import override_settings
 
     import tests.signals  # noqa: F401  (override_settings resets the AWS clients)
-    from comments import demo, schema
+    from comments import demo
     from comments.store import put_comments
+    from comments.table import schema
+    from tests.config import index_config
 
     port = free_port()
     process = subprocess.Popen([str(DYNALITE), "--port", str(port)], stdout=subprocess.DEVNULL,
@@ -255,7 +256,7 @@ def dynalite(size: int, out):
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("dynalite did not start")
             time.sleep(0.2)
-        with override_settings(DYNAMODB={**settings.DYNAMODB, "ENDPOINT_URL": f"http://127.0.0.1:{port}"}):
+        with override_settings(PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": f"http://127.0.0.1:{port}"})):
             from comments.table.client import dynamodb
 
             definition = schema.table_definition()
@@ -355,12 +356,16 @@ def main(argv: list[str] | None = None) -> int:
         from django.core.management import call_command
         from django.test import override_settings
 
+        import tests.signals  # noqa: F401  (override_settings resets the index and clients made from settings)
+        from tests.config import index_config
+
         call_command("migrate", interactive=False, verbosity=0, stdout=io.StringIO())
         out(f"page_depth: {FLAGSHIP} with {size:,} comments, pages {', '.join(f'{p:,}' for p in pages)}")
-        # Every cache that would serve a page without its reads is off, the per-process micro-cache too
-        # (its middleware reads the setting when bench_backend builds the WSGI handler).
+        # Every cache that would serve a page without its reads is off (the sources' shared fast windows
+        # and counts: CACHE_SECONDS), the per-process micro-cache too (its middleware reads the setting
+        # when bench_backend builds the WSGI handler).
         with override_settings(COMMENTS_FAST_CACHE_SECONDS=0, COMMENTS_RENDERED_CACHE_SECONDS=0,
-                               RESPONSE_MICRO_CACHE_SECONDS=0):
+                               RESPONSE_MICRO_CACHE_SECONDS=0, PAGINATION_INDEX=index_config(cache_seconds=0)):
             baseline, starts = [], []
             if not args.dynalite_only:
                 rows += bench_backend("relational/SQLite", pages, out)

@@ -1,19 +1,20 @@
 """The page path's Query sent three ways, through the strict endpoint (TLS, every signature checked):
-is the hand-written request (comments/table/direct.py) worth keeping? Issue 27 keeps it only if it
+is the hand-written request (then comments/table/direct.py) worth keeping? Issue 27 keeps it only if it
 saves at least 20% of a crawl page's CPU over the library path.
 
     python -m bench.query_paths            # 3,000 comments, 300 crawl pages and 1,000 Queries a way
     python -m bench.query_paths --smoke    # fewer of each (CI)
 
 The three ways, each answering the same Query:
-- botocore: the site's botocore client (`client.query`, with aws/parsers.py's item-read parser);
+- botocore: the site's botocore client (`client.query`, with pagination_index/aws/parsers.py's item-read
+  parser);
 - sigv4-urllib3: botocore's SigV4Auth on an AWSRequest, sent through a urllib3 connection pool
   (library code without botocore's client pipeline): the page path's DirectReads;
 - hand-written: the signer and `http.client` connections the page path used before this benchmark
   (kept here, as it was, to be measured: a SigV4 signature written for the one request shape, with
   the day's signing key kept, and a Connections class of kept-alive `http.client` connections).
 
-The site now uses the library path (comments/table/direct.py): the hand-written one saved too little
+The site now uses the library path (pagination_index/aws/direct.py): the hand-written one saved too little
 over it (bench/notes/performance.md).
 
 Per way: thread CPU per crawl page (bench.load's crawl mix through Django's WSGI handler in this
@@ -201,15 +202,16 @@ def ways() -> dict:
 
 @contextmanager
 def reads_by(way):
-    """The page path reads through `way` (comments.store looks dynamodb_reads() up on each call)."""
-    import comments.store as store
+    """The page path reads through `way` (pagination_index.sources.TableSource.read looks
+    aws.direct_reads() up on each call)."""
+    from pagination_index import aws
 
-    original = store.dynamodb_reads
-    store.dynamodb_reads = lambda: way
+    original = aws.direct_reads
+    aws.direct_reads = lambda: way
     try:
         yield
     finally:
-        store.dynamodb_reads = original
+        aws.direct_reads = original
 
 
 def query_cpu_ms(way, query: dict, count: int) -> float:
@@ -231,16 +233,18 @@ def main(argv: list[str] | None = None) -> int:
 
         import tests.signals  # noqa: F401  (override_settings rebuilds the AWS clients a first seeding made)
         from bench.load import mixes
+        from comments.table.keys import product_index_name
         from stack.strict_endpoint import StrictEndpoint
+        from tests.config import index_config
 
         with StrictEndpoint(dataset.database.endpoint_url, config={"creating_seconds": 0}) as endpoint:
             os.environ.update(endpoint.env())
             for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
                 os.environ.pop(name, None)
-            with override_settings(DYNAMODB=dict(settings.DYNAMODB, ENDPOINT_URL=endpoint.url)):
+            with override_settings(PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": endpoint.url})):
                 crawl = mixes(dataset.products())["crawl"]
                 sku = max(dataset.products(), key=dataset.products().get)
-                query = {"TableName": settings.DYNAMODB["TABLE"], "IndexName": settings.DYNAMODB["GSI"],
+                query = {"TableName": settings.COMMENTS_TABLE, "IndexName": product_index_name(),
                          "KeyConditionExpression": "PK2 = :g", "ExpressionAttributeValues": {":g": {"S": sku}},
                          "ScanIndexForward": False, "Limit": 21}
                 built = ways()

@@ -5,9 +5,9 @@ Scan of the whole table (what it did), on DynamoDB Local.
     python -m bench.rebuild_read --smoke    # 5,000
 
 Each read runs in a process of its own and only reads (no index is written), so the figures are the
-read path's: seconds, items a second and peak RSS (VmHWM). "query" is the keys-only discovery Scan of
-byProduct plus each product's newest-first Query streamed through unit_entries() (its rating entries
-spilled to temporary files and read back); "scan" is a 4-segment parallel Scan whose entries are
+read path's: seconds, items a second and peak RSS (VmHWM). "query" is what rebuild_index reads of each
+of the comments table's sources (byProduct, then byRating): the keys-only discovery Scan of its GSI
+(groups()) plus each group's newest-first Query streamed through group_entries(); "scan" is a 4-segment parallel Scan whose entries are
 collected by group, as the old all_entries() did (a Scan spilled to sorted runs would add an external
 sort on disk to the same read). DynamoDB Local serves reads from one JVM on this shared machine: the
 rates compare the two paths, not DynamoDB.
@@ -34,18 +34,17 @@ from concurrent.futures import ThreadPoolExecutor
 import django
 django.setup()
 from comments.table import client
-from comments.table.keys import table_name
-from pagination_index import get_source
+from comments.table.keys import PRODUCTS, table_name
+from pagination_index import sources
 def peak_mib():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1]) / 1024
-source = get_source()
 started = time.perf_counter()
 items = 0
 if sys.argv[1] == "query":
-    for unit in source.units():
-        for group, entries in source.unit_entries(unit):
-            count = sum(1 for _ in entries)
-            if group == unit:
+    for source in sources.for_table(table_name()):
+        for group in source.groups():
+            count = sum(1 for _ in source.group_entries(group))
+            if source.name == PRODUCTS:  # the comments (each is in a rating group too)
                 items += count
 else:
     def segment(number):

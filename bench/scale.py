@@ -8,11 +8,13 @@ index backend through rebuild_index itself, then verified, read and written.
     python -m bench.scale --sizes 6000000 --largest 5000000 --backends files
                                                         # one product of 5,000,000 comments, the rest small
 
-The table is a source of the bench's own (SyntheticSource): each product's comments are generated
-newest first from a seed, so the index is loaded through the same path as production
-(rebuild_index: units, unit_entries streamed into replace(), fences, checkpoints) without
-DynamoDB Local's ~1,000 writes/s in the way; the DynamoDB read side of that path is the one Query
-stream per product (comments.table.source), whose memory is a page of items.
+The table is the bench's own, declared as the index's two sources by bench/scale_settings.py, as
+the shop's two GSIs are (SyntheticProducts: a group per product; SyntheticRatings: a group per
+product and rating): each product's comments are generated newest first from a seed, so the index is
+loaded through the same path as production (rebuild_index: each source's groups, group_entries
+streamed into replace(), fences, checkpoints) without DynamoDB Local's ~1,000 writes/s in the way;
+the DynamoDB read side of that path is one Query stream per group (pagination_index.sources.
+TableSource.group_entries), whose memory is a page of items.
 
 Per backend and size, each command in a process of its own (peak RSS from /proc's VmHWM):
 - rebuild_index: seconds, index entries/s (a comment is in its product's group and one rating group)
@@ -35,7 +37,8 @@ import uuid
 from pathlib import Path
 
 from bench.common import format_table, machine_info, stamp, write_json
-from pagination_index import BaseSource, micros_sort_key
+from pagination_index import BaseSource
+from pagination_index.sortkeys import micros_sort_key
 
 SMOKE_SIZES, SIZES = [10_000], [100_000, 1_000_000]
 BACKENDS = ["relational", "files", "redis"]
@@ -86,17 +89,22 @@ class EmptyStream:
 
 
 class SyntheticSource(BaseSource):
-    """The bench's table (PAGINATION_INDEX_SOURCE): BENCH_SCALE_TOTAL comments over Zipf-sized products."""
+    """The bench's table (TABLE in bench/scale_settings.py): BENCH_SCALE_TOTAL comments over Zipf-sized
+    products. Its groups are unprefixed, as the shop's: "P0000012" and "P0000012/4"."""
 
-    def __init__(self, options=None):
-        super().__init__(options)
+    def __init__(self, name, options=None):
+        super().__init__(name, options)
         self.sizes = dict(enumerate(env_sizes()))
+
+    @property
+    def table(self) -> str:
+        return self.options["TABLE"]
 
     def sku(self, number: int) -> str:
         return f"P{number:07d}"
 
     def stream_arn(self):
-        return "arn:bench:synthetic"
+        return f"arn:aws:dynamodb:us-east-1:000000000000:table/{self.table}/stream/bench"
 
     def stream_client(self):
         return EmptyStream()
@@ -104,22 +112,7 @@ class SyntheticSource(BaseSource):
     def record_ops(self, record):
         return []
 
-    def units(self, *, budget=None, segments=4):
-        return [self.sku(number) for number in self.sizes]
-
-    def unit_of(self, group):
-        return group.partition("/")[0]
-
-    def unit_groups(self, unit):
-        return [unit, *(f"{unit}/{rating}" for rating in range(1, 6))]
-
-    def unit_entries(self, unit, *, budget=None):
-        size = self.sizes[int(unit[1:])]
-        yield unit, ((member, sort_key) for member, sort_key, _ in comments(unit, size))
-        for rating in range(1, 6):  # generated again rather than held: memory stays flat
-            yield f"{unit}/{rating}", ((m, s) for m, s, r in comments(unit, size) if r == rating)
-
-    def group_entries(self, group):
+    def group_entries(self, group, *, budget=None):
         unit, _, rating = group.partition("/")
         for member, sort_key, r in comments(unit, self.sizes[int(unit[1:])]):
             if not rating or r == int(rating):
@@ -130,6 +123,29 @@ class SyntheticSource(BaseSource):
 
     def approximate_item_count(self):
         return sum(self.sizes.values())
+
+
+class SyntheticProducts(SyntheticSource):
+    """Every comment of a product: a group per product (the shop's byProduct GSI)."""
+
+    def owns(self, group):
+        return "/" not in group
+
+    def groups(self, *, budget=None, segments=4):
+        return [self.sku(number) for number in self.sizes]
+
+
+class SyntheticRatings(SyntheticSource):
+    """A product's comments with one rating: five groups per product (the shop's byRating GSI)."""
+
+    def owns(self, group):
+        return "/" in group
+
+    def named_groups(self, value):
+        return [value] if "/" in value else [f"{value}/{rating}" for rating in range(1, 6)]
+
+    def groups(self, *, budget=None, segments=4):
+        return [f"{self.sku(number)}/{rating}" for number in self.sizes for rating in range(1, 6)]
 
 
 CHILD = """
@@ -267,9 +283,8 @@ def used_memory(port: int) -> int:
 
 def measure(backend: str, total: int, folder: Path, reads: int, largest: int | None = None) -> dict:
     sizes = product_sizes(total, largest)
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-scale-not-secret",
-           "SHOP_VAR_DIR": str(folder), "PAGINATION_INDEX_BACKEND": backend,
-           "PAGINATION_INDEX_SOURCE": "bench.scale.SyntheticSource", "BENCH_SCALE_TOTAL": str(total),
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.scale_settings", "DJANGO_SECRET_KEY": "bench-scale-not-secret",
+           "SHOP_VAR_DIR": str(folder), "PAGINATION_INDEX_BACKEND": backend, "BENCH_SCALE_TOTAL": str(total),
            "PAGINATION_INDEX_PATH": str(folder / "index"), "REBUILD_SETTLE_SECONDS": "0", "LOG_LEVEL": "WARNING",
            "BENCH_SCALE_READS": str(reads), "BENCH_SCALE_LARGEST": str(largest or "")}
     redis_server = None

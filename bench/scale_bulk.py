@@ -8,8 +8,8 @@
     python -m bench.scale_bulk --backend dynamodb                      #   1,000,000 on DynamoDB Local
     python -m bench.scale_bulk --backend files --entries 10000000      # any size
     python -m bench.scale_bulk --backend redis-cluster --cluster-node-timeout 1000  # as the tests run it
-    python -m bench.scale_bulk --smoke                                 # 200,000 entries, each backend
-                                                                       #   (DynamoDB: 20,000)
+    python -m bench.scale_bulk --smoke                                 # 50,000 entries, each backend
+                                                                       #   (DynamoDB: 10,000)
 
 bench.scale loads its shop through `rebuild_index` (a few thousand entries a second: the path's own
 cost, and the figure for peak RSS); at hundreds of millions that would take days, so here the index
@@ -29,10 +29,12 @@ Servers are the run's own, on free ports: a redis-server (redis), a Redis Cluste
 a replica each (tests/services.py's RedisClusterServers, as bench.redis_cluster starts it; the index
 through a redis+cluster:// URL), DynamoDB Local in memory (stack.dynamodb_local; the index in a table
 of the run's own, made by the backend's create_storage()). PostgreSQL is the machine's, in a database
-created and dropped by the run. The DynamoDB smoke loads 20,000 entries, not 200,000, and its readers
-make 100 pairs each, not 400: DynamoDB Local writes a few thousand entries a second here (each entry is a
-member item, every 20 a page item) and a read costs its client a few ms of CPU (boto3), so the
-full-size reads would add most of a minute to `make bench-smoke`.
+created and dropped by the run. The smoke (part of `make bench-smoke`, whose whole run CI times) loads
+50,000 entries and reads from 4 reader processes, not 16, of 100 pairs each, not 400 (5 s at the
+default read rate); DynamoDB
+loads 10,000 and its readers 50 pairs: DynamoDB Local writes a few hundred to a few thousand entries a
+second here (each entry is a member item, every 20 a page item) and a read costs its client a few ms
+of CPU (boto3).
 
 Measured per backend: build seconds and entries/s, bytes per entry (files: their sizes and the
 blocks they take; Redis: used_memory of a server of the bench's own; the cluster: used_memory summed
@@ -76,9 +78,11 @@ from pagination_index.backends.files.format import UUID_COLUMNS
 ROOT = Path(__file__).resolve().parent.parent
 BASE_MICROS = 1_700_000_000_000_000
 READERS, READS_PER_READER = 16, 400
-SMOKE_ENTRIES = {"dynamodb": 20_000}  # every other backend: 200,000
-SMOKE_DEFAULT = 200_000
-SMOKE_READS = {"dynamodb": 100}  # reads a reader makes in --smoke (every other backend: READS_PER_READER)
+SMOKE_READERS = 4  # each a spawned process that sets Django up: 16 of them per backend were most of the smoke
+SMOKE_ENTRIES = {"dynamodb": 10_000}  # every other backend: SMOKE_DEFAULT
+SMOKE_DEFAULT = 50_000
+SMOKE_READS = {"dynamodb": 50}  # reads a reader makes in --smoke (every other backend: SMOKE_READS_DEFAULT)
+SMOKE_READS_DEFAULT = 100
 # The sizes: what `make bench` (no --entries) loads into each backend.
 FULL_ENTRIES = {"files": 500_000_000, "redis": 20_000_000, "redis-cluster": 20_000_000, "relational": 50_000_000,
                 "dynamodb": 1_000_000}
@@ -254,7 +258,8 @@ CLUSTER_NODE_TIMEOUT_MS = 15000
 
 
 def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float, out,
-        reads_per_reader: int = READS_PER_READER, cluster_node_timeout: int = CLUSTER_NODE_TIMEOUT_MS) -> dict:
+        reads_per_reader: int = READS_PER_READER, cluster_node_timeout: int = CLUSTER_NODE_TIMEOUT_MS,
+        readers: int = READERS) -> dict:
     sizes = np.array(product_sizes(entries // 2), dtype=np.int64)
     total_entries = 2 * int(sizes.sum())
     options: dict = {"path": str(folder / "index")}
@@ -326,23 +331,23 @@ def run(backend: str, entries: int, folder: Path, workers: int, read_rate: float
         if backend == "relational":
             result["after_load"] = _postgres_after_load(database)
             out(f"  after the load: {result['after_load']}")
-        with context.Pool(READERS) as pool:
-            readers = pool.map(read_part, [(backend, options, sizes, seed, read_rate, reads_per_reader)
-                                           for seed in range(READERS)])
-        at_ms = [value for part in readers for value in part["at_ms"]]
-        range_ms = [value for part in readers for value in part["range_ms"]]
-        at_after_ms = [value for part in readers for value in part["at_after_count_ms"]]
+        with context.Pool(readers) as pool:
+            read_parts = pool.map(read_part, [(backend, options, sizes, seed, read_rate, reads_per_reader)
+                                              for seed in range(readers)])
+        at_ms = [value for part in read_parts for value in part["at_ms"]]
+        range_ms = [value for part in read_parts for value in part["range_ms"]]
+        at_after_ms = [value for part in read_parts for value in part["at_after_count_ms"]]
         reads = 2 * len(at_ms)
-        result["reads"] = {"readers": READERS, "rate_per_reader": read_rate, "pairs_per_reader": reads_per_reader,
+        result["reads"] = {"readers": readers, "rate_per_reader": read_rate, "pairs_per_reader": reads_per_reader,
                            "reads": reads,
                            "at_p50_ms": pct(at_ms, 50), "at_p99_ms": pct(at_ms, 99),
                            "range20_p50_ms": pct(range_ms, 50), "range20_p99_ms": pct(range_ms, 99),
                            "at_after_count_p50_ms": pct(at_after_ms, 50), "at_after_count_p99_ms": pct(at_after_ms, 99),
-                           "cpu_us_per_read": sum(part["cpu_seconds"] for part in readers) / reads * 1e6,
-                           "pairs_per_second_achieved": sum(part["pairs_per_second"] for part in readers),
-                           "spot_checks": sum(part["checks"] for part in readers),
-                           "peak_rss_mib_per_reader": max(part["peak_rss_mib"] for part in readers)}
-        ping_ms = [value for part in readers for value in part["ping_ms"]]
+                           "cpu_us_per_read": sum(part["cpu_seconds"] for part in read_parts) / reads * 1e6,
+                           "pairs_per_second_achieved": sum(part["pairs_per_second"] for part in read_parts),
+                           "spot_checks": sum(part["checks"] for part in read_parts),
+                           "peak_rss_mib_per_reader": max(part["peak_rss_mib"] for part in read_parts)}
+        ping_ms = [value for part in read_parts for value in part["ping_ms"]]
         if ping_ms:
             result["reads"].update(ping_after_sleep_p50_ms=pct(ping_ms, 50), ping_after_sleep_p99_ms=pct(ping_ms, 99))
         out(f"  reads: {result['reads']}")
@@ -531,8 +536,9 @@ def main(argv=None) -> int:
         folder = Path(tempfile.mkdtemp(prefix=f"scale-bulk-{backend}-", dir=args.folder))
         try:
             entries = SMOKE_ENTRIES.get(backend, SMOKE_DEFAULT) if args.smoke else (args.entries or FULL_ENTRIES[backend])
-            reads = SMOKE_READS.get(backend, READS_PER_READER) if args.smoke else READS_PER_READER
-            results.append(run(backend, entries, folder, args.workers, args.read_rate, out, reads, args.cluster_node_timeout))
+            reads = SMOKE_READS.get(backend, SMOKE_READS_DEFAULT) if args.smoke else READS_PER_READER
+            results.append(run(backend, entries, folder, args.workers, args.read_rate, out, reads, args.cluster_node_timeout,
+                               SMOKE_READERS if args.smoke else READERS))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     rows = [[r["backend"], f"{r['index_entries']:,}", f"{r['build']['entries_per_second']:,.0f}",

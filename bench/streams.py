@@ -546,9 +546,11 @@ def run_lambda(args, endpoint, rebuild_env: dict | None = None) -> dict:
 
 
 def get_stream_arn() -> str:
-    from pagination_index import get_source
+    """The comments table's stream (both of its sources read it)."""
+    from comments.table.keys import PRODUCTS
+    from pagination_index import sources
 
-    return get_source().stream_arn()
+    return sources[PRODUCTS].stream_arn()
 
 
 def _pct(values: list[float], pct: int):

@@ -11,6 +11,9 @@
    SYNC_INDEX_POLL_SECONDS when caught up); lag = when a comment's record was applied minus when it was
    written (its SK is its write time). Writer and consumer share one process (and its GIL).
 
+The records are the comments table's: each applies to both of its sources (the products' GSI and the
+ratings' GSI), as sync_index applies them.
+
 Each backend runs in its own process (its own Django settings); results are printed as a table and
 saved to bench/results/sync_rate[-smoke]-<UTC time>.json with the machine they ran on.
 """
@@ -135,8 +138,9 @@ def stream_records(count: int) -> list[dict]:
     from comments.store import put_comments
     from comments.table.client import dynamodb
     from comments.table.keys import table_name
+    from comments.table.keys import PRODUCTS
     from comments.table.schema import create_tables
-    from pagination_index import get_source
+    from pagination_index import sources
     from tests.factories import make_comments
     from tests.pagination_index.streams import read_stream_records
 
@@ -150,7 +154,7 @@ def stream_records(count: int) -> list[dict]:
     for comment in comments[count // 10 : count // 10 + count - inserts - count // 10]:
         client.update_item(TableName=table, Key={"PK": {"S": comment.pk}, "SK": {"S": comment.sk}},
                            UpdateExpression="SET PK2 = :g", ExpressionAttributeValues={":g": {"S": "SKU-moved"}})
-    return read_stream_records(get_source().stream_arn())
+    return read_stream_records(sources[PRODUCTS].stream_arn())
 
 
 def machine() -> dict:
@@ -223,23 +227,25 @@ def run_case(args) -> int:
 def apply_rate(records: list[dict], batch_size: int) -> dict:
     from django.db import transaction
 
-    from pagination_index import get_index
+    from comments.table.keys import table_name
+    from pagination_index import get_index, sources
     from pagination_index.leases import lease_acquire
     from pagination_index.models import ShardCheckpoint
     from pagination_index.stream import StreamConsumer, apply_records
 
     index = get_index()
+    table_sources = sources.for_table(table_name())  # the sources the records apply to
     batches = [records[start : start + batch_size] for start in range(0, len(records), batch_size)]
     index.clear()
     started = time.perf_counter()
     for batch in batches:
         with transaction.atomic():
-            apply_records(index, batch)
+            apply_records(index, batch, table_sources)
     apply_only = len(records) / (time.perf_counter() - started)
 
     index.clear()
     ShardCheckpoint.objects.all().delete()
-    consumer = StreamConsumer(index=index, stream_arn="bench:records", lease_seconds=600)
+    consumer = StreamConsumer(index=index, stream_arn="bench:records", lease_seconds=600, sources=table_sources)
     checkpoint = consumer._checkpoint({"ShardId": "bench"})
     lease_acquire(checkpoint=checkpoint, owner=consumer.owner, seconds=600)
     started = time.perf_counter()
@@ -256,16 +262,16 @@ def follow_lag(seconds: float, rate: int, *, follow: bool = True) -> dict:
     The table is in a DynamoDB Local of its own: once one table of a DynamoDB Local has streamed
     10,000 records (the apply-rate batch), writes to a new table there crawl at ~140 items/s
     against ~900/s on a fresh one (measured here; an emulator effect, not a DynamoDB one)."""
-    from django.conf import settings
+    from django.test import override_settings
 
-    from comments.table.client import reset_clients
+    import tests.signals  # noqa: F401  (override_settings resets the AWS clients made from settings)
     from comments.table.schema import create_tables
     from stack.dynamodb_local import DynamoDBLocal
+    from tests.config import index_config
 
-    with DynamoDBLocal() as fresh:
-        settings.DYNAMODB = dict(settings.DYNAMODB, ENDPOINT_URL=fresh.endpoint_url,
-                                 TABLE=f"bench-lag-{uuid.uuid4().hex[:8]}")
-        reset_clients()
+    table = f"bench-lag-{uuid.uuid4().hex[:8]}"
+    with DynamoDBLocal() as fresh, override_settings(
+            COMMENTS_TABLE=table, PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": fresh.endpoint_url}, table=table)):
         create_tables()
         return _follow_lag(seconds, rate, follow=follow)
 
@@ -273,10 +279,10 @@ def follow_lag(seconds: float, rate: int, *, follow: bool = True) -> dict:
 def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
     from datetime import datetime, timezone
 
-    from django.conf import settings
-
     from comments.store import Comment, format_sk, parse_sk, put_comments
-    from pagination_index import get_index, get_source
+    from comments.table.keys import PRODUCTS
+    from pagination_index import get_index, sources
+    from pagination_index.conf import index_settings
     from pagination_index.stream import StreamConsumer
 
     lags: list[float] = []
@@ -290,8 +296,9 @@ def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
                         for batch in committed for r in batch.records if "NewImage" in r["dynamodb"])
             return committed
 
-    consumer = Measured(index=get_index(), stream_arn=get_source().stream_arn(), stop_event=stop)
-    follower = threading.Thread(target=consumer.run, kwargs={"once": False, "poll_seconds": settings.SYNC_INDEX_POLL_SECONDS})
+    poll_seconds = index_settings.SYNC["POLL_SECONDS"]
+    consumer = Measured(index=get_index(), stream_arn=sources[PRODUCTS].stream_arn(), stop_event=stop)
+    follower = threading.Thread(target=consumer.run, kwargs={"once": False, "poll_seconds": poll_seconds})
     if follow:
         follower.start()
     written = itertools.count()
@@ -329,7 +336,7 @@ def _follow_lag(seconds: float, rate: int, *, follow: bool) -> dict:
     follower.join()
     ordered = sorted(lags)
     return {"writes": writes, "writes_per_second": writes / elapsed, "applied": len(lags),
-            "poll_seconds": settings.SYNC_INDEX_POLL_SECONDS,
+            "poll_seconds": poll_seconds,
             "p50": statistics.median(ordered), "p95": ordered[int(0.95 * (len(ordered) - 1))], "max": ordered[-1]}
 
 

@@ -7,15 +7,16 @@ from django.db.models import Count, Min
 def close_repeated_reports(apps, schema_editor):
     """Before a client could hold only one open report per comment, some held several: each keeps
     its first open report, the repeats are dismissed, and the comments' open counts are recounted."""
-    Report = apps.get_model("moderation", "Report")
-    ModeratedComment = apps.get_model("moderation", "ModeratedComment")
-    repeated = (Report.objects.filter(dismissed=False).values("comment_id", "client_hash")
+    # The database being migrated, which need not be "default" (`migrate --database`).
+    reports = apps.get_model("moderation", "Report").objects.using(schema_editor.connection.alias)
+    comments = apps.get_model("moderation", "ModeratedComment").objects.using(schema_editor.connection.alias)
+    repeated = (reports.filter(dismissed=False).values("comment_id", "client_hash")
                 .annotate(n=Count("id"), first=Min("id")).filter(n__gt=1))
     for group in repeated:
-        Report.objects.filter(comment_id=group["comment_id"], client_hash=group["client_hash"], dismissed=False) \
+        reports.filter(comment_id=group["comment_id"], client_hash=group["client_hash"], dismissed=False) \
             .exclude(id=group["first"]).update(dismissed=True)
-        ModeratedComment.objects.filter(id=group["comment_id"]).update(
-            open_reports=Report.objects.filter(comment_id=group["comment_id"], dismissed=False).count())
+        comments.filter(id=group["comment_id"]).update(
+            open_reports=reports.filter(comment_id=group["comment_id"], dismissed=False).count())
 
 
 class Migration(migrations.Migration):
