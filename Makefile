@@ -57,7 +57,7 @@ compose-env:
 	  done > .env && chmod 600 .env && echo "wrote .env"; fi
 
 # The stream Lambda's zip (deploy/aws/lambda_package.py): requirements.lock's wheels for the runtime in
-# deploy/aws/template.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.
+# deploy/aws/data.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.
 LAMBDA_PYTHON ?= 3.12
 LAMBDA_ARCH ?= x86_64
 LAMBDA_ZIP ?= var/lambda/sync-index.zip
