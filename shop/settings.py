@@ -82,6 +82,9 @@ if not SECRET_KEY:
         "secret key: set DJANGO_SECRET_KEY to a long random string, e.g. the output of "
         "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
     )
+# Earlier secret keys, still accepted for sessions and Django's signing (rotation:
+# docs/runbooks/secret-rotation.md).
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", "")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 
 INSTALLED_APPS = [

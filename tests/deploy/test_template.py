@@ -113,7 +113,8 @@ def test_no_secret_in_plain_text_in_any_environment():
         # task's configuration, readable by whoever may describe it.
         for line in text.splitlines():
             if "{{resolve:" in line:
-                assert "AuthToken:" in line, f"{path.name}: a dynamic reference outside a secret-only property: {line}"
+                assert re.match(r"\s*(AuthToken|MasterUserPassword):", line), \
+                    f"{path.name}: a dynamic reference outside a secret-only property: {line}"
         template = decoded(path)
         for name, spec in template.get("Parameters", {}).items():
             assert not spec.get("NoEcho"), f"{path.name}: parameter {name} carries a secret; generate it in stores.yaml"
@@ -131,7 +132,7 @@ def test_no_secret_in_plain_text_in_any_environment():
     assert len(environments) >= 4
     for where, names, values, secret in environments:
         assert not names & SECRET_VARIABLES, f"{where}: {names & SECRET_VARIABLES} in plain environment"
-        assert not {name for name in names if re.search(r"PASSWORD$|TOKEN$|SECRET$|_KEY$", name)}, where
+        assert not {name for name in names if re.search(r"PASSWORD$|TOKEN$|SECRET$|_KEY$|_FALLBACKS$", name)}, where
         assert {"DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_SECRET_ARN"} & (secret | names), f"{where}: no secret key"
         if "DATABASE_URL" in values:
             assert "DATABASE_PASSWORD" in secret or "DATABASE_PASSWORD_SECRET_ARN" in names, where
