@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.utils import timezone
 from prometheus_client import start_http_server
 
-from metrics import STALE_GROUPS, STREAM_APPLY_LAG, STREAM_LEASES, STREAM_RECORDS
+from metrics import STALE_GROUPS, STREAM_APPLY_LAG, STREAM_LAST_POLL, STREAM_LEASES, STREAM_RECORDS
 
 
 def serve(port: int, address: str = "0.0.0.0") -> None:
@@ -25,6 +25,7 @@ def observe_poll(result, consumer) -> float | None:
     from pagination_index.stale import stale_groups
 
     STREAM_RECORDS.inc(result.records)
+    STREAM_LAST_POLL.set_to_current_time()
     held = ShardCheckpoint.objects.using(consumer.database).filter(
         stream_arn=consumer.stream_arn, lease_owner=consumer.owner, lease_expires_at__gt=timezone.now())
     STREAM_LEASES.set(held.count())
