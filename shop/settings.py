@@ -44,14 +44,15 @@ def env_secret(name):
 
     parts = reference.split(":")
     arn, key = ":".join(parts[:7]), (parts[7] if len(parts) > 7 else "")
-    text = boto3.client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None  # as the index's clients
+    text = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)["SecretString"]
     return json.loads(text)[key] if key else text
 
 
 def with_password(url, password):
     """`url` with `password` in it: the password is a secret of its own (DATABASE_PASSWORD,
     REDIS_PASSWORD), so the URL holds none and can sit in plain configuration."""
-    if not password:
+    if not (url and password):
         return url
     parts = urlsplit(url)
     userinfo, _, host = parts.netloc.rpartition("@")
