@@ -22,8 +22,12 @@ def stack_outputs(cloudformation, stack: str) -> dict[str, str]:
     return {output["OutputKey"]: output["OutputValue"] for output in described.get("Outputs", [])}
 
 
-def run_task_request(outputs: dict[str, str], command: list[str]) -> dict:
-    """The RunTask request for `manage.py <command>` with the stack's outputs."""
+def run_task_request(outputs: dict[str, str], command: list[str], settings: dict[str, str] | None = None) -> dict:
+    """The RunTask request for `manage.py <command>` with the stack's outputs, and `settings` (environment
+    variables) over the task definition's."""
+    override = {"name": CONTAINER, "command": ["python", "manage.py", *command]}
+    if settings:
+        override["environment"] = [{"name": name, "value": value} for name, value in settings.items()]
     return {
         "cluster": outputs["ClusterName"],
         "taskDefinition": outputs["OperatorTaskDefinition"],
@@ -34,26 +38,41 @@ def run_task_request(outputs: dict[str, str], command: list[str]) -> dict:
             "securityGroups": [outputs["AppSecurityGroupId"]],
             "assignPublicIp": "DISABLED",
         }},
-        "overrides": {"containerOverrides": [{"name": CONTAINER, "command": ["python", "manage.py", *command]}]},
+        "overrides": {"containerOverrides": [override]},
         "startedBy": "deploy.aws.run_command",
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str], dict[str, str]]:
+    """(the options, the manage.py command with its arguments, the settings to override)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", required=True, help="The root stack's name (shop.yaml).")
     parser.add_argument("--no-wait", action="store_true", help="Start the task and print its ARN only.")
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="An environment variable over the task definition's (e.g. PAGINATION_INDEX_BACKEND=dynamodb "
+                             "to build the next backend); repeat for more. Never a secret: those are the stack's.")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="The manage.py command and its arguments, after --.")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("name the manage.py command after --")
+    settings = {}
+    for item in args.setting:
+        name, equals, value = item.partition("=")
+        if not (equals and name.isupper()):
+            parser.error(f"--setting takes NAME=VALUE, not {item!r}")
+        settings[name] = value
+    return args, command, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, command, settings = parse(argv)
 
     import boto3
 
     outputs = stack_outputs(boto3.client("cloudformation"), args.stack)
     ecs = boto3.client("ecs")
-    started = ecs.run_task(**run_task_request(outputs, command))
+    started = ecs.run_task(**run_task_request(outputs, command, settings))
     if started.get("failures"):
         print(started["failures"], file=sys.stderr)
         return 1

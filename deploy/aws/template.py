@@ -3,7 +3,7 @@ resolved for given parameters, so that the strict endpoint can enforce exactly w
 (tests/deploy/).
 
 Only the intrinsic functions the templates' policies use are resolved (Ref, Fn::Sub, Fn::GetAtt,
-Fn::If, Fn::Equals, Fn::Not, Fn::Join, Fn::Split); anything else is an error, never a silent guess.
+Fn::If, Fn::Equals, Fn::Not, Fn::Or, Fn::And, Fn::Join, Fn::Split); anything else is an error, never a silent guess.
 """
 from __future__ import annotations
 
@@ -132,6 +132,10 @@ class Resolver:
                 return first == second
             if key == "Fn::Not":
                 return not self.value(argument[0])
+            if key == "Fn::Or":
+                return any(self.value(item) for item in argument)
+            if key == "Fn::And":
+                return all(self.value(item) for item in argument)
             if key == "Condition":
                 return self.condition(argument)
             if key == "Fn::Join":
