@@ -60,6 +60,21 @@ def with_password(url, password):
     return parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}").geturl()
 
 
+def ecs_task_addresses():
+    """The task's own IPv4 addresses on ECS (its container metadata endpoint, which the ECS agent names
+    in ECS_CONTAINER_METADATA_URI_V4), else none. An Application Load Balancer's health checks send the
+    target's address as the Host header and cannot send another, so the task must allow its address
+    or every health check is a DisallowedHost 400 (deploy/aws/site.yaml)."""
+    uri = os.environ.get("ECS_CONTAINER_METADATA_URI_V4", "")
+    if not uri:
+        return []
+    import urllib.request
+
+    with urllib.request.urlopen(uri, timeout=2) as response:  # link-local, answered by the agent
+        networks = json.loads(response.read()).get("Networks", [])
+    return [address for network in networks for address in network.get("IPv4Addresses", [])]
+
+
 def development_key(purpose: str) -> str:
     """A key derived from SECRET_KEY for one purpose: for DEBUG only, where no separate key is set."""
     return hashlib.sha256(f"{SECRET_KEY}\0{purpose}".encode()).hexdigest()
@@ -86,7 +101,7 @@ if not SECRET_KEY:
 # Earlier secret keys, still accepted for sessions and Django's signing (rotation:
 # docs/runbooks/secret-rotation.md).
 SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", "")
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver") + ecs_task_addresses()
 
 INSTALLED_APPS = [
     "django.contrib.admin",

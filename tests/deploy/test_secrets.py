@@ -67,3 +67,38 @@ def test_the_lambda_refuses_to_start_without_a_database_url():
     assert "DATABASE_URL is not set" in started.stderr
     # Outside Lambda the local default (SQLite under SHOP_VAR_DIR) still serves development.
     assert start({"DJANGO_SECRET_KEY": "e" * 50}).returncode == 0
+
+
+def test_on_ecs_the_tasks_own_address_is_an_allowed_host(tmp_path):
+    """An ALB's health checks send the target's IP as Host: the task reads its addresses from the
+    container metadata endpoint (served here by a real HTTP server with ECS's answer's shape)."""
+    import http.server
+    import threading
+
+    answer = json.dumps({"DockerName": "web", "Networks": [{"NetworkMode": "awsvpc",
+                                                            "IPv4Addresses": ["10.40.128.17"]}]}).encode()
+
+    class Metadata(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        probe = ("import django; from django.conf import settings; django.setup(); "
+                 "print(settings.ALLOWED_HOSTS)")
+        started = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120,
+            env={"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "e" * 50,
+                 "DJANGO_ALLOWED_HOSTS": "shop.example.com",
+                 "ECS_CONTAINER_METADATA_URI_V4": f"http://127.0.0.1:{server.server_port}/v4/abc"})
+    finally:
+        server.shutdown()
+    assert started.returncode == 0, started.stderr[-2000:]
+    assert started.stdout.strip().splitlines()[-1] == "['shop.example.com', '10.40.128.17']"
