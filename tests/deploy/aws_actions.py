@@ -48,6 +48,11 @@ ON_BEHALF = {
         # call is tested with its own (tests/deploy/test_secrets.py), not seen by this plugin.
         "secretsmanager:GetSecretValue": "the Lambda's settings read its secrets at start-up",
     },
+    "web": {
+        # S3 consults it while answering the web's GETs: without it a missing key is 403 AccessDenied,
+        # not 404 (GetObject API reference, "Permissions"); the web never lists the bucket itself.
+        "s3:ListBucket": "S3 answers a GET of a missing index key 404 (not 403) only with it",
+    },
     # EventBridge Scheduler writes the stream heartbeat item with this role (deploy/aws/data.yaml);
     # tests/deploy/test_heartbeat.py sends the schedule's own PutItem through the strict endpoint.
     "heartbeat": {
