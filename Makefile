@@ -57,14 +57,15 @@ compose-env:
 	  done > .env && chmod 600 .env && echo "wrote .env"; fi
 
 # The stream Lambda's zip (deploy/aws/lambda_package.py): requirements.lock's wheels for the runtime in
-# deploy/aws/template.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.
+# deploy/aws/data.yaml (python3.12, x86_64), with the project's apps. Upload it to LambdaCodeBucket.
 LAMBDA_PYTHON ?= 3.12
 LAMBDA_ARCH ?= x86_64
 LAMBDA_ZIP ?= var/lambda/sync-index.zip
 lambda-package: $(VENV)/.runtime
 	$(PY) -m deploy.aws.lambda_package --python-version $(LAMBDA_PYTHON) --arch $(LAMBDA_ARCH) --output $(LAMBDA_ZIP)
 
-# tests/deploy/test_prometheus.py scrapes a running stack with a real Prometheus (Debian package).
+# tests/deploy/test_prometheus.py scrapes a running stack with a real Prometheus (Debian package), and
+# tests/deploy/test_prometheus_rules.py runs its promtool on deploy/prometheus/alerts.yml.
 metrics-tools:
 	@if ! command -v prometheus >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -46,12 +46,11 @@ def dynamodb_index():
 
     from pagination_index import get_index
     from pagination_index import reset as reset_index
-    from tests.config import endpoint_url, index_config
 
-    options = dict(settings.PAGINATION_INDEX_DYNAMODB, ENDPOINT_URL=endpoint_url(),  # the metered endpoint
-                   TABLE=f"bench-pidx-{uuid.uuid4().hex[:8]}")
-    with override_settings(PAGINATION_INDEX=index_config(BACKEND="pagination_index.backends.dynamodb.DynamoDBIndex",
-                                                         OPTIONS=options)):
+    options = dict(settings.PAGINATION_INDEX_DYNAMODB, TABLE=f"bench-pidx-{uuid.uuid4().hex[:8]}")
+    with override_settings(PAGINATION_INDEX=dict(settings.PAGINATION_INDEX, OPTIONS=options,
+                                                 BACKEND=settings.PAGINATION_INDEX_BACKENDS["dynamodb"])):
+        reset_index()
         index = get_index()
         index.create_storage()
         try:
@@ -132,18 +131,30 @@ def measure(shop: Shop, name: str) -> list[dict]:
         rows.append({"backend": name, "what": what, "read": units["read"] / per, "write": units["write"] / per,
                      "requests": calls})
 
-    from comments.table.keys import rating_groups
-    from pagination_index import get_index
+    from comments.table.client import dynamodb
+    from comments.table.keys import GROUP, product_index_name, rating_groups, table_name
+    from pagination_index import get_index, sources
+    from pagination_index.sources import records_ops
 
-    product_groups = [FLAGSHIP, *rating_groups(FLAGSHIP)]
-
-    for group in product_groups:  # emptied first, so the rebuild writes every entry
+    groups = [FLAGSHIP, *rating_groups(FLAGSHIP)]
+    built = get_index().count(FLAGSHIP)
+    before = shop.endpoint.meter()["total"]
+    for group in groups:  # emptied first, so the rebuild writes every entry
         get_index().replace(group, [])
+    # What a rebuild also pays when the groups it replaces were full (after a `*` mark): the
+    # generation it replaces deleted. Per comment (its product entry and its rating group's).
+    row("dropping the built groups' entries, per comment", difference(shop.endpoint.meter()["total"], before), built)
     before = shop.endpoint.meter()["total"]
     call_command("rebuild_index", group=[FLAGSHIP], verbosity=0)
     comments = get_index().count(FLAGSHIP)  # the table's, now: earlier backends' posts included
-    row(f"rebuild of the flagship ({comments:,} comments, its rating groups with it)",
-        difference(shop.endpoint.meter()["total"], before))
+    units = difference(shop.endpoint.meter()["total"], before)
+    row(f"rebuild of the flagship ({comments:,} comments, its rating groups with it)", units)
+    row("  the same, per comment", units, comments)
+    # A rebuild over groups that already match the table writes nothing (it compares first).
+    before = shop.endpoint.meter()["total"]
+    call_command("rebuild_index", group=[FLAGSHIP], verbosity=0)
+    row("rebuild again, the groups unchanged, per comment", difference(shop.endpoint.meter()["total"], before),
+        comments)
     last = max(1, -(-comments // PAGE_SIZE))
     for number in sorted({1, 5, 11, 100, last}):
         if number <= last:
@@ -157,33 +168,38 @@ def measure(shop: Shop, name: str) -> list[dict]:
         row("cursor page (its next link)", units, calls=units["requests"])
     posts = [shop.post(FLAGSHIP) for _ in range(POSTS)]
     row("post (form, 303)", {"read": sum(p["read"] for p in posts), "write": sum(p["write"] for p in posts)}, POSTS)
-    # The posts' INSERT records as the stream carries them (NewImage), applied in one batch as
-    # sync_index and the Lambda handler apply theirs: the index's units (reading the stream itself
-    # is billed apart, per GetRecords call, not in the table's units).
-    from comments.selectors import comments_query
-    from comments.store import item_from_comment
-    from comments.table.keys import table_name
-    from pagination_index import sources
-    from pagination_index.sources import records_ops
+    # The posts' INSERT records as the stream carries them (NewImage: the items as the table holds
+    # them), applied as sync_index and the Lambda handler apply theirs: the index's units (reading the
+    # stream itself is billed apart, per GetRecords call, not in the table's units).
+    items = dynamodb().query(TableName=table_name(), IndexName=product_index_name(), Limit=POSTS,
+                             KeyConditionExpression="#g = :g", ExpressionAttributeNames={"#g": GROUP},
+                             ExpressionAttributeValues={":g": {"S": FLAGSHIP}}, ScanIndexForward=False)["Items"]
+    declared = sources.for_table(table_name())
+    records = [{"eventName": "INSERT", "dynamodb": {"NewImage": item}} for item in items]
+    ops = records_ops(declared, records)
 
-    new = list(comments_query(FLAGSHIP, fast=False)[0:POSTS])  # one Query: nothing shared between requests
-    records = [{"eventName": "INSERT", "dynamodb": {"NewImage": item_from_comment(comment)}} for comment in new]
-    ops = records_ops(sources.for_table(table_name()), records)  # the product's group and its rating group
-    for group in product_groups:  # as before the records: not yet indexed
-        get_index().remove_many(group, [comment.pk for comment in new])
+    def unindex() -> None:  # as before the records: not yet indexed
+        for group in {op.group for op in ops}:
+            get_index().remove_many(group, [op.member for op in ops if op.group == group])
+
+    unindex()
     before = shop.endpoint.meter()["total"]
     get_index().apply(ops)
-    row("stream record applied", difference(shop.endpoint.meter()["total"], before), POSTS)
+    row(f"stream record applied ({POSTS} to one product in one batch)",
+        difference(shop.endpoint.meter()["total"], before), POSTS)
+    # The same records each in a batch of its own, as the Lambda gets them when a table has more
+    # shards than writes a second (one record an invocation): nothing is shared between them.
+    unindex()
+    before = shop.endpoint.meter()["total"]
+    for record in records:
+        get_index().apply(records_ops(declared, [record]))
+    row("stream record applied alone (a batch of one)", difference(shop.endpoint.meter()["total"], before), POSTS)
     # Leave the dataset as the next benchmark expects it: the posts out of the table and out of every
     # group of the index (the dataset restores its DynamoDB data, not its relational index, whose
     # counts the other benchmarks read as the table's).
-    from comments.table.client import dynamodb
-
-    for comment in new:
-        item = item_from_comment(comment)
+    for item in items:
         dynamodb().delete_item(TableName=table_name(), Key={"PK": item["PK"], "SK": item["SK"]})
-    for group in product_groups:
-        get_index().remove_many(group, [comment.pk for comment in new])
+    unindex()
     return rows
 
 
@@ -198,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
 
         import tests.signals  # noqa: F401  (override_settings resets the shop's own AWS client too)
         from stack.strict_endpoint import StrictEndpoint
-        from tests.config import index_config
+        from django.conf import settings
 
         from django.core.management import call_command
 
@@ -208,17 +224,19 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(endpoint.env())
             for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE"):
                 os.environ.pop(name, None)
-            # A PAGINATION_INDEX of its own resets the AWS clients (pagination_index.reset): the
-            # credential chain and CA bundle were read before the endpoint's were set.
-            with override_settings(PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": endpoint.url}),
-                                   RESPONSE_MICRO_CACHE_SECONDS=0):
+            from pagination_index import aws
+
+            aws.reset()  # the credential chain and CA bundle were read before the endpoint's were set
+            through_endpoint = dict(settings.PAGINATION_INDEX,
+                                    AWS=dict(settings.PAGINATION_INDEX["AWS"], ENDPOINT_URL=endpoint.url))
+            with override_settings(PAGINATION_INDEX=through_endpoint, RESPONSE_MICRO_CACHE_SECONDS=0):
                 shop = Shop(endpoint)
                 for name in args.backend or BACKENDS:
                     with backend(name):
                         rows += measure(shop, name)
                 keys = endpoint.attempts_summary().get("key_ids", [])
     table = format_table(["backend", "what", "read units", "write units", "requests"], [
-        [r["backend"], r["what"], f"{r['read']:.1f}", f"{r['write']:.1f}", "" if r["requests"] is None else str(r["requests"])]
+        [r["backend"], r["what"], f"{r['read']:.2f}", f"{r['write']:.2f}", "" if r["requests"] is None else str(r["requests"])]
         for r in rows], left=2)
     print(table)
     path = write_json("dynamodb_cost", args.smoke, stamp(), {

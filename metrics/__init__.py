@@ -32,6 +32,10 @@ STREAM_APPLY_LAG = Gauge("pagination_index_stream_apply_lag_seconds", "Age of th
                          "when it was applied.", ["shard"], multiprocess_mode="max")
 STREAM_LEASES = Gauge("pagination_index_stream_leases_held", "Shard leases this consumer holds.",
                       multiprocess_mode="livesum")
+# The heartbeat: when sync_index last finished a poll (a stalled or dead consumer stops moving it;
+# deploy/prometheus/alerts.yml's SyncIndexStalled).
+STREAM_LAST_POLL = Gauge("pagination_index_stream_last_poll_timestamp_seconds",
+                         "Unix time at which sync_index last finished a poll of the stream.", multiprocess_mode="max")
 STALE_GROUPS = Gauge("pagination_index_stale_groups", "Groups marked stale (to rebuild).", multiprocess_mode="max")
 
 

@@ -35,7 +35,11 @@ def consumer_started(sender, *, consumer, **kwargs) -> None:
 
 
 def stream_polled(sender, *, consumer, result, **kwargs) -> None:
-    stream.observe_poll(result, consumer)
+    lag = stream.observe_poll(result, consumer)
+    if settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE:
+        from metrics import cloudwatch
+
+        cloudwatch.heartbeat(settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE).poll(result.records, lag)
 
 
 def lambda_batch_done(sender, *, records, failed, **kwargs) -> None:

@@ -5,9 +5,10 @@ Each environment variable is read once, here, and listed with its default in doc
 comment pages, caching, security, logging, operations.
 """
 import hashlib
+import json
 import os
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -29,6 +30,51 @@ def env_list(name, default):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_secret(name):
+    """A secret from the environment: NAME itself (ECS injects a task's secrets so), or else the secret
+    NAME_SECRET_ARN names, read from Secrets Manager once, at start-up. The stream Lambda has no ECS
+    `Secrets`, and a value in its environment is readable by anyone allowed lambda:GetFunctionConfiguration
+    (deploy/aws/data.yaml). The ARN may end in ":<json key>::", as an ECS `ValueFrom` does, to take one
+    key of a JSON secret (RDS keeps {"username", "password"})."""
+    value = os.environ.get(name, "")
+    reference = os.environ.get(f"{name}_SECRET_ARN", "")
+    if value or not reference:
+        return value
+    import boto3  # only where a secret is named by ARN
+
+    parts = reference.split(":")
+    arn, key = ":".join(parts[:7]), (parts[7] if len(parts) > 7 else "")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None  # as the index's clients
+    text = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)["SecretString"]
+    return json.loads(text)[key] if key else text
+
+
+def with_password(url, password):
+    """`url` with `password` in it: the password is a secret of its own (DATABASE_PASSWORD,
+    REDIS_PASSWORD), so the URL holds none and can sit in plain configuration."""
+    if not (url and password):
+        return url
+    parts = urlsplit(url)
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}").geturl()
+
+
+def ecs_task_addresses():
+    """The task's own IPv4 addresses on ECS (its container metadata endpoint, which the ECS agent names
+    in ECS_CONTAINER_METADATA_URI_V4), else none. An Application Load Balancer's health checks send the
+    target's address as the Host header and cannot send another, so the task must allow its address
+    or every health check is a DisallowedHost 400 (deploy/aws/site.yaml)."""
+    uri = os.environ.get("ECS_CONTAINER_METADATA_URI_V4", "")
+    if not uri:
+        return []
+    import urllib.request
+
+    with urllib.request.urlopen(uri, timeout=2) as response:  # link-local, answered by the agent
+        networks = json.loads(response.read()).get("Networks", [])
+    return [address for network in networks for address in network.get("IPv4Addresses", [])]
+
+
 def development_key(purpose: str) -> str:
     """A key derived from SECRET_KEY for one purpose: for DEBUG only, where no separate key is set."""
     return hashlib.sha256(f"{SECRET_KEY}\0{purpose}".encode()).hexdigest()
@@ -45,14 +91,17 @@ def next_database(url):
 
 # --- Core -----------------------------------------------------------------------------------
 DEBUG = env_bool("DJANGO_DEBUG")
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-local-development-key-change-me" if DEBUG else "")
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY") or ("insecure-local-development-key-change-me" if DEBUG else "")
 if not SECRET_KEY:
     raise ImproperlyConfigured(
         "DJANGO_SECRET_KEY is not set. With DEBUG off (no DJANGO_DEBUG=1) the site refuses to start without a "
         "secret key: set DJANGO_SECRET_KEY to a long random string, e.g. the output of "
         "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
     )
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+# Earlier secret keys, still accepted for sessions and Django's signing (rotation:
+# docs/runbooks/secret-rotation.md).
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", "")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver") + ecs_task_addresses()
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -133,9 +182,18 @@ USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Data stores ----------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+# In Lambda (which always sets AWS_LAMBDA_FUNCTION_NAME) the default would be a fresh, unmigrated SQLite
+# file in /tmp: the stream handler would journal and fence there, unseen by the site. Refuse instead.
+if not DATABASE_URL and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set. The stream Lambda needs the site's PostgreSQL (rebuild fences, journal, "
+        "checkpoints): set DATABASE_URL, and DATABASE_PASSWORD_SECRET_ARN for its password."
+    )
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",  # empty: the default
+        with_password(DATABASE_URL, env_secret("DATABASE_PASSWORD"))
+        or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",  # empty: the default
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
@@ -161,7 +219,9 @@ SESSION_ENGINE = "shop.sessions"
 COMMENTS_TABLE = os.environ.get("COMMENTS_TABLE", "comments")
 
 # Redis: Django's cache with CACHE_BACKEND=redis (the index has its own: PAGINATION_INDEX_REDIS_URL).
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# REDIS_PASSWORD (an ElastiCache AUTH token) goes into both Redis URLs when set.
+REDIS_PASSWORD = env_secret("REDIS_PASSWORD")
+REDIS_URL = with_password(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), REDIS_PASSWORD)
 
 # --- Pagination index -----------------------------------------------------------------------
 # The library's one settings dict (docs/library/configuration.md has every key and its default). The
@@ -252,7 +312,8 @@ if PAGINATION_INDEX["BACKEND"] == PAGINATION_INDEX_BACKENDS["relational"]:
 # rest). Short timeouts: a dead Redis must turn into a quick 503, not a hung page. One immediate
 # retry: a pooled connection that went stale in a Redis restart reconnects at once (on a cluster,
 # the retry re-reads the slot map after a failover).
-PAGINATION_INDEX_REDIS_URL = os.environ.get("PAGINATION_INDEX_REDIS_URL") or next_database(REDIS_URL)
+PAGINATION_INDEX_REDIS_URL = with_password(os.environ.get("PAGINATION_INDEX_REDIS_URL", ""), REDIS_PASSWORD) or next_database(
+    REDIS_URL)
 PAGINATION_INDEX_REDIS = {  # RedisIndex OPTIONS
     "LOCATION": PAGINATION_INDEX_REDIS_URL,
     "CLUSTER": env_bool("PAGINATION_INDEX_REDIS_CLUSTER"),
@@ -324,6 +385,10 @@ PAGINATION_INDEX["SERVE"] = {
 
 # sync_index serves Prometheus metrics on this port (0: not at all); the web's are at /metrics.
 SYNC_INDEX_METRICS_PORT = int(os.environ.get("SYNC_INDEX_METRICS_PORT", "0"))
+# A CloudWatch namespace: sync_index writes its heartbeat and apply lag there as embedded-metric-format
+# lines on stdout (metrics/cloudwatch.py); the ECS task's log driver carries them to CloudWatch Logs,
+# which makes them metrics for the alarms (deploy/aws/alarms.yaml). Empty: none.
+SYNC_INDEX_CLOUDWATCH_NAMESPACE = os.environ.get("SYNC_INDEX_CLOUDWATCH_NAMESPACE", "")
 # Addresses allowed to read /metrics (Prometheus' hosts); anyone else gets a 404.
 METRICS_ALLOWED_IPS = env_list("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 

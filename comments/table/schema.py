@@ -66,8 +66,15 @@ def create_tables() -> bool:
             raise
         created = False
     client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
-    if not created and not client.describe_table(TableName=table_name())["Table"].get("DeletionProtectionEnabled"):
-        client.update_table(TableName=table_name(), DeletionProtectionEnabled=True)  # a table made before it was
+    if not created:
+        described = client.describe_table(TableName=table_name())["Table"]
+        if not described.get("DeletionProtectionEnabled"):
+            client.update_table(TableName=table_name(), DeletionProtectionEnabled=True)  # a table made before it was
+        # A point-in-time restore makes a table with no stream ("You must manually set up ... Stream
+        # settings", RestoreTableToPointInTime): without one the index cannot follow it.
+        if not described.get("StreamSpecification", {}).get("StreamEnabled"):
+            client.update_table(TableName=table_name(), StreamSpecification=table_definition()["StreamSpecification"])
+            client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     enable_point_in_time_recovery()
     return created
 

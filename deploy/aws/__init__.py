@@ -1,1 +1,1 @@
-"""The AWS deployment: template.yaml (CloudFormation), and the code that reads it (template.py)."""
+"""The AWS deployment: the CloudFormation templates (*.yaml, shop.yaml their root), and the code that reads them (template.py)."""

@@ -1,8 +1,9 @@
-"""Reads deploy/aws/template.yaml: its IAM roles' policy documents, resolved for given parameters, so
-that the strict endpoint can enforce exactly what the template grants (tests/deploy/).
+"""Reads the deploy templates (deploy/aws/*.yaml): the IAM roles' policy documents of data.yaml,
+resolved for given parameters, so that the strict endpoint can enforce exactly what the templates grant
+(tests/deploy/).
 
-Only the intrinsic functions the template's policies use are resolved (Ref, Fn::Sub, Fn::GetAtt,
-Fn::If, Fn::Equals, Fn::Not, Fn::Join); anything else is an error, never a silent guess.
+Only the intrinsic functions the templates' policies use are resolved (Ref, Fn::Sub, Fn::GetAtt,
+Fn::If, Fn::Equals, Fn::Not, Fn::Or, Fn::And, Fn::Join, Fn::Split); anything else is an error, never a silent guess.
 """
 from __future__ import annotations
 
@@ -11,9 +12,18 @@ from pathlib import Path
 
 import yaml
 
-TEMPLATE = Path(__file__).with_name("template.yaml")
-# The components and their roles' logical ids.
+DIRECTORY = Path(__file__).parent
+# The root stack (its nested stacks are the other templates but bootstrap.yaml, made before it).
+ROOT_TEMPLATE = DIRECTORY / "shop.yaml"
+BOOTSTRAP_TEMPLATE = DIRECTORY / "bootstrap.yaml"
+# The template holding the tables and the roles the shop's code runs with.
+TEMPLATE = DIRECTORY / "data.yaml"
+TEMPLATES = sorted(DIRECTORY.glob("*.yaml"))
+# The components and their roles' logical ids (data.yaml).
 ROLES = {"web": "WebRole", "stream": "StreamConsumerRole", "operator": "OperatorRole"}
+# Roles an AWS service assumes to do its own part, {(template, logical id): the component name the
+# tests enforce them as}: no code of the shop runs with them (tests/deploy/aws_actions.py, ON_BEHALF).
+SERVICE_ROLES = {("data.yaml", "HeartbeatRole"): "heartbeat", ("site.yaml", "TaskExecutionRole"): "ecs-agent"}
 NO_VALUE = object()
 
 
@@ -122,11 +132,18 @@ class Resolver:
                 return first == second
             if key == "Fn::Not":
                 return not self.value(argument[0])
+            if key == "Fn::Or":
+                return any(self.value(item) for item in argument)
+            if key == "Fn::And":
+                return all(self.value(item) for item in argument)
             if key == "Condition":
                 return self.condition(argument)
             if key == "Fn::Join":
                 separator, items = argument
                 return separator.join(self.value(items))
+            if key == "Fn::Split":
+                separator, text = argument
+                return self.value(text).split(separator)
             if key.startswith("Fn::"):
                 raise TemplateError(f"{key} is not resolved here")
         resolved = {key: self.value(item) for key, item in node.items()}
@@ -147,13 +164,15 @@ class Resolver:
 
 
 def role_policies(*, parameters: dict | None = None, region: str = "us-east-1", account: str = "123456789012",
-                  physical: dict | None = None, template: dict | None = None) -> dict[str, list[dict]]:
+                  physical: dict | None = None, template: dict | None = None,
+                  roles: dict[str, str] = ROLES) -> dict[str, list[dict]]:
     """{component: [its role's policy documents]} for the given parameters. Managed policies attached
-    by ARN (the Lambda's VPC access) are AWS's, not the shop's, and are not included."""
+    by ARN (the Lambda's VPC access, ECS's task execution) are AWS's, not the shop's, and are not
+    included."""
     template = template or load()
     resolver = Resolver(template, parameters=parameters, region=region, account=account, physical=physical)
     found = {}
-    for component, logical_id in ROLES.items():
+    for component, logical_id in roles.items():
         properties = template["Resources"][logical_id]["Properties"]
         found[component] = [resolver.value(policy["PolicyDocument"]) for policy in properties.get("Policies", [])]
     return found

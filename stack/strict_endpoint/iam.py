@@ -91,7 +91,7 @@ class Policies:
 
 
 def template_principals(spec: dict, *, region: str, account: str) -> dict:
-    """The principals of the deploy template's roles (deploy/aws/template.yaml), one per component
+    """The principals of the deploy template's roles (deploy/aws/data.yaml), one per component
     ("web", "stream", "operator"), each with its role's policy documents resolved for
     `spec["parameters"]` (template parameters) and `spec.get("physical")` (resources' names). The
     endpoint enforces exactly what the template grants: config key "iam_template"."""

@@ -1,5 +1,5 @@
 """A pytest plugin (tests/conftest.py loads it): every AWS action the code under test calls, with the
-component whose code called it, checked against that component's role in deploy/aws/template.yaml.
+component whose code called it, checked against that component's role in deploy/aws/data.yaml.
 
 - Calls are seen through botocore's event hooks (`before-parameter-build` and `after-call` on every
   client made; a call answered AccessDeniedException is one a test asked to be refused and is left
@@ -44,6 +44,23 @@ ON_BEHALF = {
         # The runtime writes the function's logs (and the EMF metrics in them) with its role.
         "logs:CreateLogStream": "the Lambda runtime creates the function's log streams",
         "logs:PutLogEvents": "the Lambda runtime writes the function's logs and EMF metrics",
+        # shop/settings.py reads the Lambda's secrets at start-up, before any entry point runs: the
+        # call is tested with its own (tests/deploy/test_secrets.py), not seen by this plugin.
+        "secretsmanager:GetSecretValue": "the Lambda's settings read its secrets at start-up",
+    },
+    "web": {
+        # S3 consults it while answering the web's GETs: without it a missing key is 403 AccessDenied,
+        # not 404 (GetObject API reference, "Permissions"); the web never lists the bucket itself.
+        "s3:ListBucket": "S3 answers a GET of a missing index key 404 (not 403) only with it",
+    },
+    # EventBridge Scheduler writes the stream heartbeat item with this role (deploy/aws/data.yaml);
+    # tests/deploy/test_heartbeat.py sends the schedule's own PutItem through the strict endpoint.
+    "heartbeat": {
+        "dynamodb:PutItem": "the scheduler writes the stream heartbeat item",
+    },
+    # ECS's agent, for the tasks (deploy/aws/site.yaml): it injects their secrets.
+    "ecs-agent": {
+        "secretsmanager:GetSecretValue": "ECS injects the tasks' Secrets when it starts them",
     },
 }
 S3_ACTIONS = {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "PutObject": "s3:PutObject",

@@ -33,3 +33,27 @@ def test_create_tables_protects_the_table_and_turns_on_pitr(strict_dynamodb_sett
             delete_tables()
         with pytest.raises(ClientError, match="ResourceNotFoundException|not found"):
             client.describe_table(TableName=config["TABLE"])
+
+
+@pytest.mark.django_db
+def test_create_tables_turns_on_the_stream_of_a_restored_table(strict_dynamodb_settings):
+    """A point-in-time restore makes a table with no stream (RestoreTableToPointInTime reference):
+    create_tables on it (docs/runbooks/restore.md) turns one on, NEW_AND_OLD_IMAGES, or the index
+    could never follow the restored table."""
+    from comments.table.schema import table_definition
+
+    config = dict(strict_dynamodb_settings, TABLE=f"comments-{uuid.uuid4().hex[:12]}")
+    with table_settings(config["TABLE"]):
+        restored = {key: value for key, value in table_definition().items() if key != "StreamSpecification"}
+        client = dynamodb()
+        client.create_table(**restored)  # what a restore leaves: the keys and GSIs, no stream
+        try:
+            assert "LatestStreamArn" not in client.describe_table(TableName=config["TABLE"])["Table"]
+            call_command("create_tables", verbosity=0)
+            table = client.describe_table(TableName=config["TABLE"])["Table"]
+            assert table["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+            assert table["LatestStreamArn"]
+            call_command("create_tables", verbosity=0)  # and leaves an existing stream alone
+            assert client.describe_table(TableName=config["TABLE"])["Table"]["LatestStreamArn"] == table["LatestStreamArn"]
+        finally:
+            delete_tables()

@@ -1,6 +1,8 @@
 """A real Prometheus (Debian's package) scrapes a running stack: gunicorn (two workers, multiprocess
 metrics at /metrics) and `sync_index` following the stream (its own metrics port). Queries for the
-product page's p99 latency and the stream's apply lag return numbers."""
+product page's p99 latency and the stream's apply lag return numbers. It loads the self-hosted alert
+rules (deploy/prometheus/alerts.yml), which evaluate cleanly and raise nothing on the healthy stack, and
+every query of the Grafana dashboard (deploy/grafana/corner-shop.json) evaluates."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,7 @@ import pytest
 
 from stack.dynamodb_local import DynamoDBLocalError, free_port
 from tests.conftest import service_missing
+from tests.deploy.test_prometheus_rules import ALERTS, dashboard_expressions
 from tests.ops.test_gunicorn import ROOT, SKU, Site
 
 pytestmark = pytest.mark.slow
@@ -38,7 +41,8 @@ class Prometheus:
         self.config = tmp / "prometheus.yml"
         jobs = [{"job_name": name, "scrape_interval": "1s", "static_configs": [{"targets": [target]}]}
                 for name, target in targets.items()]
-        self.config.write_text(json.dumps({"global": {"scrape_interval": "1s"}, "scrape_configs": jobs}))
+        self.config.write_text(json.dumps({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                                           "rule_files": [str(ALERTS)], "scrape_configs": jobs}))
         self.command = ["prometheus", f"--config.file={self.config}", f"--storage.tsdb.path={tmp / 'tsdb'}",
                         f"--web.listen-address=127.0.0.1:{self.port}"]
         self.log = tmp / "prometheus.log"
@@ -55,11 +59,13 @@ class Prometheus:
             self.process.wait(30)
 
     def query(self, expression: str) -> list:
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
-        with urllib.request.urlopen(url, timeout=5) as response:
+        return self.api("query?" + urllib.parse.urlencode({"query": expression}))["result"]
+
+    def api(self, path: str) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/{path}", timeout=5) as response:
             answer = json.loads(response.read())
         assert answer["status"] == "success", answer
-        return answer["data"]["result"]
+        return answer["data"]
 
     def number(self, expression: str, timeout: float = 90, between=None) -> float:
         """The first finite value `expression` gives, waiting for scrapes to bring one (calling
@@ -150,3 +156,31 @@ def test_prometheus_reads_page_latency_and_stream_lag(stack):
     assert prometheus.number("sum(shop_dynamodb_calls_total)") > 0
     assert prometheus.number("max_over_time(pagination_index_stream_leases_held[1m]) >= 1") >= 1
     assert prometheus.number("sum(pagination_index_call_seconds_count)") > 0
+
+
+def test_the_alert_rules_load_evaluate_and_stay_quiet_on_a_healthy_stack(stack):
+    site, prometheus = stack
+    prometheus.number('up{job="sync_index"} == 1')
+    prometheus.number("time() - max(pagination_index_stream_last_poll_timestamp_seconds) < 60")
+    deadline = time.monotonic() + 60
+    while True:
+        groups = prometheus.api("rules")["groups"]
+        loaded = [rule for group in groups for rule in group["rules"]]
+        if loaded and all(rule.get("lastEvaluation", "").startswith("2") and rule["health"] == "ok" for rule in loaded):
+            break
+        assert time.monotonic() < deadline, loaded
+        time.sleep(1)
+    assert {rule["name"] for rule in loaded} >= {"SyncIndexDown", "SyncIndexStalled", "StreamApplyLagHigh", "SiteDown"}
+    for rule in loaded:
+        assert rule["health"] == "ok" and not rule.get("lastError"), rule
+        # Nothing pending or firing on a healthy stack (a rule that always fired would be noise).
+        assert rule["state"] == "inactive", rule
+
+
+def test_every_dashboard_query_evaluates(stack):
+    site, prometheus = stack
+    prometheus.number('up{job="sync_index"} == 1')
+    answered = 0
+    for expression in dashboard_expressions():
+        answered += bool(prometheus.query(expression))  # a bad query is an HTTP 400: api() fails
+    assert answered >= len(dashboard_expressions()) // 2

@@ -68,7 +68,7 @@ def test_https_settings():
 
 
 def environment_variables_read(path: Path) -> set[str]:
-    return set(re.findall(r'(?:os\.environ\.get|env_bool|env_list)\(\s*"([A-Z0-9_]+)"', path.read_text()))
+    return set(re.findall(r'(?:os\.environ\.get|env_bool|env_list|env_secret)\(\s*"([A-Z0-9_]+)"', path.read_text()))
 
 
 def documented_variables() -> set[str]:
