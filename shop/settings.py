@@ -35,12 +35,43 @@ def development_key(purpose: str) -> str:
 
 
 def next_database(url):
-    """A Redis URL's next database number: redis://h:6379/0 -> redis://h:6379/1."""
+    """A Redis URL's next database number: redis://h:6379/0 -> redis://h:6379/1, and
+    redis+sentinel://h:26379,h2:26379/SERVICE/0 -> redis+sentinel://h:26379,h2:26379/SERVICE/1."""
     parts = urlsplit(url)
-    database = parts.path.strip("/") or "0"
-    if not database.isdigit():
+    service, _, database = parts.path.strip("/").rpartition("/")
+    database = database or "0"
+    if not database.isdigit() or (service and not parts.scheme.endswith("+sentinel")):
         raise ImproperlyConfigured(f"Set PAGINATION_INDEX_REDIS_URL: no database number to follow in REDIS_URL={url!r}.")
-    return parts._replace(path=f"/{int(database) + 1}").geturl()
+    return parts._replace(path=f"/{service}/{int(database) + 1}" if service else f"/{int(database) + 1}").geturl()
+
+
+def redis_cache(url, key_prefix):
+    """CACHES entry for django-redis at `url`. A redis+sentinel://HOST:PORT,.../SERVICE/DB URL uses
+    django-redis's own Sentinel support: its SentinelClient and SentinelConnectionFactory (given per
+    cache, so no other Redis of the project goes through Sentinels), which ask the Sentinels for the
+    primary on every new connection, so the cache follows a failover."""
+    parts = urlsplit(url)
+    if not parts.scheme.endswith("+sentinel"):
+        return {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url, "KEY_PREFIX": key_prefix}
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    sentinels = [(host, int(port or 26379)) for host, _, port in
+                 (address.rpartition(":") if ":" in address else (address, "", "") for address in hosts.split(","))]
+    service, _, database = parts.path.strip("/").partition("/")
+    scheme = parts.scheme.removesuffix("+sentinel")
+    return {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"{scheme}://{credentials + '@' if credentials else ''}{service}/{database or 0}",
+        "KEY_PREFIX": key_prefix,
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.SentinelClient",
+            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+            "SENTINELS": sentinels,
+            # A dead primary or Sentinel must be a quick error (the page's 503), not a hung worker.
+            "SOCKET_CONNECT_TIMEOUT": 0.5,
+            "SOCKET_TIMEOUT": 1,
+            "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1},
+        },
+    }
 
 
 # --- Core -----------------------------------------------------------------------------------
@@ -367,12 +398,9 @@ SITEMAP_CACHE_SECONDS = int(os.environ.get("SITEMAP_CACHE_SECONDS", "60"))
 # --- Caching --------------------------------------------------------------------------------
 # Django's cache holds the fast windows, rendered pages and post counts: per process (locmem), or
 # shared by every process with CACHE_BACKEND=redis.
+# REDIS_URL may be redis+sentinel://HOST:PORT,HOST:PORT,HOST:PORT/SERVICE/DB (redis_cache above).
 if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
-    _default_cache = {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
-    }
+    _default_cache = redis_cache(REDIS_URL, os.environ.get("CACHE_KEY_PREFIX", "shop"))
 else:
     _default_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shop"}
 # Never on the Redis index's database (PAGINATION_INDEX_REDIS_URL): a cache's clear() is FLUSHDB.

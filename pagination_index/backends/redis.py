@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
 from redis.crc import key_slot
@@ -84,6 +85,10 @@ SWAP_IN = "redis.call('UNLINK', KEYS[2]) redis.call('RENAME', KEYS[1], KEYS[2]) 
 # IndexUnavailable, through the funnel on every public method (BaseIndex.unavailable_errors).
 FAILURES = (RedisError, RedisClusterException)
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT,.../SERVICE/DB: the primary that these Sentinels
+# name SERVICE (the sentinels' port defaults to 26379; the password is the primary's and replicas').
+SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+SENTINEL_PORT = 26379
 # django-redis connection options that mean the same to a cluster client.
 CLUSTER_KWARGS = {"SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout", "SOCKET_TIMEOUT": "socket_timeout",
                   "USERNAME": "username", "PASSWORD": "password"}
@@ -142,10 +147,60 @@ def cluster_location(location: str, cluster: bool = False) -> tuple[str, bool]:
     return location, cluster
 
 
+@dataclass(frozen=True)
+class SentinelLocation:
+    sentinels: list[tuple[str, int]]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+    ssl: bool
+
+
+def sentinel_location(location: str) -> SentinelLocation | None:
+    """What a redis+sentinel:// URL names (None for any other URL)."""
+    parts = urlsplit(location)
+    if parts.scheme not in SENTINEL_SCHEMES:
+        return None
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    sentinels = []
+    for address in filter(None, hosts.split(",")):
+        host, colon, port = address.rpartition(":")
+        sentinels.append((host, int(port)) if colon else (address, SENTINEL_PORT))
+    service, _, db = parts.path.strip("/").partition("/")
+    if not sentinels or not service or not (db or "0").isdigit():
+        raise ImproperlyConfigured(f"RedisIndex: {location!r} is not redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB")
+    return SentinelLocation(sentinels, unquote(service), int(db or 0), unquote(username) or None,
+                            unquote(password) or None, SENTINEL_SCHEMES[parts.scheme] == "rediss")
+
+
+def connect_sentinel(location: SentinelLocation, options: dict):
+    """The primary the Sentinels name, through redis-py's SentinelConnectionPool: each new connection
+    asks the Sentinels where the primary is, and one that finds it demoted (READONLY) or gone drops,
+    so the next command follows a failover. The Sentinels are asked with the same timeouts."""
+    from redis.sentinel import Sentinel
+
+    kwargs = {name: options[key] for key, name in CLUSTER_KWARGS.items() if options.get(key)}
+    if location.username:
+        kwargs["username"] = location.username
+    if location.password:
+        kwargs["password"] = location.password
+    timeouts = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
+    manager = Sentinel(location.sentinels, sentinel_kwargs={**timeouts, **options.get("SENTINEL_KWARGS", {})})
+    return manager.master_for(location.service, db=location.db, ssl=location.ssl, **kwargs,
+                              **options.get("CONNECTION_POOL_KWARGS", {}))
+
+
 def connect(options: dict):
     """A client for OPTIONS: redis-py's RedisCluster for a cluster (django-redis has no cluster mode),
-    else django-redis's connection factory (its pools, parser and options), never a cache API, whose
+    redis-py's Sentinel for a redis+sentinel:// URL (django-redis's sentinel factory is a global
+    setting, which would turn every other Redis of the project into a sentinel one), else
+    django-redis's connection factory (its pools, parser and options), never a cache API, whose
     clear() would FLUSHDB the index."""
+    sentinel = sentinel_location(options["LOCATION"])
+    if sentinel is not None:
+        return connect_sentinel(sentinel, options)
     location, cluster = cluster_location(options["LOCATION"], options.get("CLUSTER", False))
     if cluster:
         from redis.cluster import RedisCluster
@@ -161,6 +216,10 @@ def connect(options: dict):
 
 def redis_database(location: str) -> tuple:
     """What names one Redis database, whatever the URL's spelling: (host, port, db) or (socket, db)."""
+    sentinel = sentinel_location(location)
+    if sentinel is not None:
+        # Named the way django-redis's SentinelClient names it in a cache LOCATION: redis://SERVICE/DB.
+        return (sentinel.service.lower(), 6379, sentinel.db)
     parts = urlsplit(cluster_location(location)[0])
     query = dict(pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
     if parts.scheme == "unix":
@@ -181,7 +240,8 @@ def group_of_key(key: str, prefix: str) -> str:
 
 class RedisIndex(NetWriteIndex):
     """OPTIONS: LOCATION (redis://, rediss:// or unix:// URL; redis+cluster:// or rediss+cluster://
-    for a Redis Cluster), CLUSTER (True: LOCATION is a node of a cluster), KEY_PREFIX, and
+    for a Redis Cluster; redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB for the primary that Sentinels
+    manage, with SENTINEL_KWARGS for the connections to the Sentinels themselves), CLUSTER (True: LOCATION is a node of a cluster), KEY_PREFIX, and
     django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS,
     PASSWORD, ...), which a cluster client takes too."""
 
@@ -204,6 +264,7 @@ class RedisIndex(NetWriteIndex):
         if "{" in self.prefix or "}" in self.prefix:
             raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not contain braces (the keys' hash tag follows it)")
         self.cluster = cluster_location(self.options["LOCATION"], self.options.get("CLUSTER", False))[1]
+        self.sentinel = sentinel_location(self.options["LOCATION"]) is not None
         self._client = None
 
     @property
@@ -418,8 +479,10 @@ class RedisIndex(NetWriteIndex):
         return sorted(names)
 
     def close(self) -> None:
-        """A cluster client's connections are ours; a single node's pool belongs to django-redis's
-        connection factory and outlives us."""
+        """A cluster's or Sentinel's client and connections are ours; a single node's pool belongs to
+        django-redis's connection factory and outlives us."""
         if self.cluster and self._client is not None:
             self._client.close()
+        elif self.sentinel and self._client is not None:
+            self._client.connection_pool.disconnect()
         self._client = None
