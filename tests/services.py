@@ -174,6 +174,22 @@ class RedisClusterServers:
             time.sleep(0.1)
         raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
 
+    def wait_for_replicas_online(self, seconds: float = 30) -> None:
+        """Until every live primary's replicas have synced (state online), as a test of WAIT needs."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                infos = [self.node(port).info("replication") for port in self.live_ports()]
+                primaries = [info for info in infos if info["role"] == "master"]
+                if all(info["connected_slaves"] >= self.replicas and all(
+                        info[f"slave{n}"]["state"] == "online" for n in range(info["connected_slaves"]))
+                       for info in primaries):
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the Redis Cluster's replicas did not come online")
+
     def _slot_owners(self, port: int) -> tuple:
         """(start, end, primary's port) of every slot range, as the node on `port` sees them."""
         return tuple(sorted((start, end, primary[1]) for start, end, primary, *_ in
@@ -423,6 +439,16 @@ class RedisSentinelServers:
             process.kill()
             process.wait(10)
 
+    def cut_replication(self, replica: int) -> "LoopbackCut":
+        """A context in which nothing the primary sends reaches `replica` (its replication link's packets
+        dropped by nft on loopback: the replica neither receives nor acknowledges, as in a partition;
+        a SIGSTOP would not do, since the kernel still takes the stream into the paused replica's socket)."""
+        primary = self.primary_port()
+        for client in self.node(replica).client_list():  # its link to the primary is the client flagged M
+            if "M" in client["flags"] and client["addr"].endswith(f":{primary}"):
+                return LoopbackCut(source_port=primary, destination_port=int(client["laddr"].rpartition(":")[2]))
+        raise LookupError(f"{replica} is not connected to the primary {primary}")
+
     def pause(self, port: int) -> None:
         self.processes[port].send_signal(signal.SIGSTOP)
 
@@ -435,3 +461,22 @@ class RedisSentinelServers:
                 process.send_signal(signal.SIGCONT)
                 process.kill()
                 process.wait(10)
+
+
+class LoopbackCut:
+    """Drops TCP packets on loopback from source_port to destination_port while entered: an nft table
+    of its own (root), deleted on the way out."""
+
+    def __init__(self, *, source_port: int, destination_port: int):
+        self.table = f"pidx_cut_{source_port}_{destination_port}"
+        self.rule = f"iifname lo tcp sport {source_port} tcp dport {destination_port} drop"
+
+    def __enter__(self) -> "LoopbackCut":
+        script = (f"add table inet {self.table}\n"
+                  f"add chain inet {self.table} input {{ type filter hook input priority -10; }}\n"
+                  f"add rule inet {self.table} input {self.rule}\n")
+        subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True, capture_output=True, timeout=10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["nft", "delete", "table", "inet", self.table], check=True, capture_output=True, timeout=10)

@@ -38,6 +38,7 @@ from typing import Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from redis.client import Pipeline
 from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -192,6 +193,36 @@ def connect_sentinel(location: SentinelLocation, options: dict):
                               **options.get("CONNECTION_POOL_KWARGS", {}))
 
 
+class ReplicasBehind(RedisError):
+    """A write's WAIT saw fewer replicas acknowledge it than required (an IndexUnavailable to callers:
+    the stream consumer keeps the batch's checkpoint and applies it again)."""
+
+
+class ReplicatedPipeline(Pipeline):
+    """A MULTI/EXEC followed by WAIT on the same connection, in the same retry: WAIT counts the
+    replicas that have every write of *its* connection, so it must follow the transaction there (a
+    connection retried after a drop re-sends both). `acknowledged` is WAIT's answer."""
+
+    def __init__(self, client, replicas: int, timeout_seconds: float):
+        super().__init__(client.connection_pool, client.response_callbacks, True, None)
+        self.replicas = replicas
+        self.timeout_ms = max(int(timeout_seconds * 1000), 1)  # WAIT's 0 would block forever
+        self.acknowledged: int | None = None
+
+    def _execute_transaction(self, connection, commands, raise_on_error):
+        replies = super()._execute_transaction(connection, commands, raise_on_error)
+        connection.send_command("WAIT", self.replicas, self.timeout_ms)
+        self.acknowledged = int(connection.read_response())
+        return replies
+
+    def execute(self, raise_on_error: bool = True):
+        replies = super().execute(raise_on_error)
+        if self.acknowledged is not None and self.acknowledged < self.replicas:
+            raise ReplicasBehind(f"{self.acknowledged} of {self.replicas} replicas acknowledged the write "
+                                 f"within {self.timeout_ms} ms")
+        return replies
+
+
 def connect(options: dict):
     """A client for OPTIONS: redis-py's RedisCluster for a cluster (django-redis has no cluster mode),
     redis-py's Sentinel for a redis+sentinel:// URL (django-redis's sentinel factory is a global
@@ -265,6 +296,10 @@ class RedisIndex(NetWriteIndex):
             raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not contain braces (the keys' hash tag follows it)")
         self.cluster = cluster_location(self.options["LOCATION"], self.options.get("CLUSTER", False))[1]
         self.sentinel = sentinel_location(self.options["LOCATION"]) is not None
+        from pagination_index.conf import index_settings
+
+        self.wait_replicas = int(index_settings.SYNC["WAIT_REPLICAS"])
+        self.wait_timeout = float(index_settings.SYNC["WAIT_TIMEOUT_SECONDS"])
         self._client = None
 
     @property
@@ -303,10 +338,30 @@ class RedisIndex(NetWriteIndex):
                   for group, entries in adds.items() if entries}
         removes = {group: removals for group, removals in removes.items() if removals}
         for batch in self._by_slot(set(scored) | set(removes)):
-            with self.client.pipeline(transaction=True) as pipe:
+            with self._writer(self.key(batch[0])) as pipe:
                 for group in batch:
                     self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
-                pipe.execute()
+                self._execute(pipe)
+
+    def _writer(self, key: str):
+        """A transaction for writes to `key`'s slot: with SYNC["WAIT_REPLICAS"], one that WAITs for
+        that many replicas after its EXEC (on a cluster, on the primary of the key's slot, through
+        its own connection pool, as WAIT counts one connection's writes)."""
+        if not self.wait_replicas:
+            return self.client.pipeline(transaction=True)
+        node = self.client.get_node_from_key(key).redis_connection if self.cluster else self.client
+        return ReplicatedPipeline(node, self.wait_replicas, self.wait_timeout)
+
+    def _execute(self, pipe):
+        """A cluster transaction sent to a node directly meets a slot that moved or a node that went
+        as an error: the cluster client reads the slot map again, and the caller's retry goes to
+        the slot's owner now (the stream applies the batch again)."""
+        try:
+            return pipe.execute()
+        except (MovedError, AskError, RedisConnectionError, RedisTimeoutError):
+            if self.cluster and isinstance(pipe, ReplicatedPipeline):
+                self.client.nodes_manager.initialize()
+            raise
 
     def _queue_writes(self, pipe, group: str, removals: list[Removal], mapping: dict[str, int]) -> None:
         """Removes take both forms of a member; adds first drop a legacy form, which an index written
@@ -340,10 +395,12 @@ class RedisIndex(NetWriteIndex):
                         pipe.execute()
                     written = True
                 pipe.execute()
-            if not written:
-                self.client.unlink(key)
-                return
-            self.client.eval(SWAP_IN, 2, temp, key)
+            with self._writer(key) as pipe:  # the swap, like a batch, waits for the replicas
+                if written:
+                    pipe.execute_command("EVAL", SWAP_IN, 2, temp, key)  # ClusterPipeline has no eval()
+                else:
+                    pipe.unlink(key)
+                self._execute(pipe)
         except FAILURES:
             self._discard(temp)
             raise
