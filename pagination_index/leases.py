@@ -3,7 +3,8 @@
 A lease is two columns of the shard's checkpoint row (owner, expiry), changed only by conditional
 UPDATEs, so the database decides races. A consumer renews its leases while it works; one that dies
 keeps them until they expire, then another consumer takes over from the checkpoint. Expiry is
-judged by each process's clock: hosts sharing a stream need clocks closer than the lease length.
+judged by one clock, the database's: every statement compares and sets expiries with the database's
+now() (Django's Now()), never a host's, so consumers on hosts whose clocks disagree still take turns.
 """
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import socket
 import uuid
 from datetime import timedelta
 
+from django.db import connections
+from django.db.backends.signals import connection_created
 from django.db.models import Q
-from django.utils import timezone
+from django.db.models.functions import Now
+from django.dispatch import receiver
 
 from pagination_index.models import ShardCheckpoint
 
@@ -27,8 +31,12 @@ def new_owner_id(prefix: str = "sync") -> str:
 
 
 def _free_or_mine(owner: str) -> Q:
-    now = timezone.now()
-    return Q(lease_owner=owner) | Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    return Q(lease_owner=owner) | Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
+
+
+def _expiry(seconds: float):
+    """The database's now() plus the lease length, computed in the statement."""
+    return Now() + timedelta(seconds=seconds)
 
 
 def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> bool:
@@ -36,7 +44,7 @@ def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) ->
     taken = (
         ShardCheckpoint.objects.using(checkpoint._state.db).filter(pk=checkpoint.pk)
         .filter(_free_or_mine(owner))
-        .update(lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds))
+        .update(lease_owner=owner, lease_expires_at=_expiry(seconds))
     )
     checkpoint.refresh_from_db()
     return bool(taken)
@@ -48,7 +56,7 @@ def leases_acquire(*, stream_arn: str, shard_ids: list[str], owner: str, seconds
     return (
         ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, shard_id__in=shard_ids, finished=False)
         .filter(_free_or_mine(owner))
-        .update(lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds))
+        .update(lease_owner=owner, lease_expires_at=_expiry(seconds))
     )
 
 
@@ -60,10 +68,9 @@ def lease_hold(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) -> No
 
 def leases_hold(*, checkpoints: list[ShardCheckpoint], owner: str, seconds: float, using: str) -> int:
     """lease_hold() of many shards in one statement; how many were still ours."""
-    now = timezone.now()
     return ShardCheckpoint.objects.using(using).filter(
-        pk__in=[checkpoint.pk for checkpoint in checkpoints], lease_owner=owner, lease_expires_at__gt=now
-    ).update(lease_expires_at=now + timedelta(seconds=seconds))
+        pk__in=[checkpoint.pk for checkpoint in checkpoints], lease_owner=owner, lease_expires_at__gt=Now()
+    ).update(lease_expires_at=_expiry(seconds))
 
 
 def lease_release(*, stream_arn: str, owner: str, using: str) -> int:
@@ -83,12 +90,64 @@ def leases_take(*, stream_arn: str, shards: list[dict], owner: str, seconds: flo
             defaults={"parent_shard_id": shard.get("ParentShardId", "")},
         )
     checkpoints.filter(stream_arn=stream_arn).update(
-        lease_owner=owner, lease_expires_at=timezone.now() + timedelta(seconds=seconds)
+        lease_owner=owner, lease_expires_at=_expiry(seconds)
     )
     return list(checkpoints.filter(stream_arn=stream_arn).order_by("shard_id"))
 
 
 def leases_renew(*, stream_arn: str, owner: str, seconds: float, using: str) -> int:
     return ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, lease_owner=owner).update(
-        lease_expires_at=timezone.now() + timedelta(seconds=seconds)
+        lease_expires_at=_expiry(seconds)
     )
+
+
+# --- sessions that cannot outlive a lease -----------------------------------------------------
+# A consumer renews its leases in a transaction that locks the checkpoint rows until commit. Should
+# the network between it and PostgreSQL fail mid-transaction, PostgreSQL keeps the locks until it
+# notices the dead connection: with the kernel's default keepalives, about two hours, during which no
+# standby can take a shard. So the consumer's sessions end themselves within about half a lease.
+_SESSION_LEASES: dict[str, float] = {}  # database alias -> the shortest lease a consumer on it holds
+
+
+def session_settings(lease_seconds: float) -> dict[str, str]:
+    """PostgreSQL settings of a consumer's session, derived from the lease length L:
+    - idle_in_transaction_session_timeout L/2: a session partitioned inside a transaction (the
+      server waits on it, idle) is ended and its row locks released, before the lease expires;
+    - statement_timeout L/2: no statement (a lock wait included) holds the consumer past its lease;
+    - the server's TCP keepalives (idle L/6, interval L/12, 3 probes) and tcp_user_timeout L/2: a
+      peer that vanished is noticed in under L/2 even outside a transaction, data in flight or not.
+    Every transaction of the consumer is a lease renewal, a batch's index writes (WAIT included) and
+    its checkpoint: far shorter than L/2."""
+    half_ms = max(int(lease_seconds * 500), 1000)
+    return {
+        "idle_in_transaction_session_timeout": str(half_ms),
+        "statement_timeout": str(half_ms),
+        "tcp_keepalives_idle": str(max(int(lease_seconds / 6), 1)),
+        "tcp_keepalives_interval": str(max(int(lease_seconds / 12), 1)),
+        "tcp_keepalives_count": "3",
+        "tcp_user_timeout": str(half_ms),
+    }
+
+
+def _set_session(connection) -> None:
+    lease = _SESSION_LEASES.get(connection.alias)
+    if lease is None or connection.vendor != "postgresql":
+        return
+    names = session_settings(lease)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in names),
+                       [value for pair in names.items() for value in pair])
+
+
+@receiver(connection_created, dispatch_uid="pagination_index.leases.session")
+def _on_connection(sender, connection, **kwargs) -> None:
+    _set_session(connection)
+
+
+def bound_sessions(using: str, lease_seconds: float) -> None:
+    """Every session on `using` from now on (and the open one) gets session_settings(): a stream
+    consumer calls it for its checkpoint database."""
+    _SESSION_LEASES[using] = min(lease_seconds, _SESSION_LEASES.get(using, lease_seconds))
+    connection = connections[using]
+    if connection.connection is not None:
+        _set_session(connection)

@@ -35,6 +35,7 @@ from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
+    bound_sessions,
     lease_hold,
     lease_release,
     leases_acquire,
@@ -192,6 +193,7 @@ class StreamConsumer:
         self.stop_event = stop_event or threading.Event()
         self.owner = owner or new_owner_id()
         self.lease_seconds = lease_seconds
+        bound_sessions(self.database, lease_seconds)  # a partitioned consumer's locks go within a lease
         self.backoff = backoff or Backoff()
         self.workers = max(1, workers)
         self.client = self.source.stream_client()

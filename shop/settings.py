@@ -173,8 +173,21 @@ DATABASES = {
 # Seconds to wait for a PostgreSQL connection (pages and /readyz's probe): a PostgreSQL that is down is a
 # quick 503, not a hung page.
 DATABASE_CONNECT_TIMEOUT = int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "3"))
+# The shard lease's length (PAGINATION_INDEX["SYNC"]["LEASE_SECONDS"] below): sync_index's sessions end
+# themselves within half of it when partitioned from PostgreSQL (pagination_index.leases.session_settings).
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["OPTIONS"] = {"connect_timeout": DATABASE_CONNECT_TIMEOUT}
+    # libpq's TCP keepalives (off by default: a dead PostgreSQL host would hang a reader for the
+    # kernel's two hours) and tcp_user_timeout: a client whose server vanished finds out within about
+    # half a lease, as the server finds out about a vanished consumer.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": DATABASE_CONNECT_TIMEOUT,
+        "keepalives": 1,
+        "keepalives_idle": max(int(SYNC_INDEX_LEASE_SECONDS / 6), 1),
+        "keepalives_interval": max(int(SYNC_INDEX_LEASE_SECONDS / 12), 1),
+        "keepalives_count": 3,
+        "tcp_user_timeout": max(int(SYNC_INDEX_LEASE_SECONDS * 500), 1000),
+    }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets page reads go on while sync_index writes the index.
     DATABASES["default"]["OPTIONS"] = {
@@ -257,7 +270,7 @@ PAGINATION_INDEX = {
         # Seconds between polls when caught up, and how long a shard lease lasts unless renewed (how
         # soon a standby sync_index takes over).
         "POLL_SECONDS": float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1")),
-        "LEASE_SECONDS": float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30")),
+        "LEASE_SECONDS": SYNC_INDEX_LEASE_SECONDS,
         # Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
         "WORKERS": int(os.environ.get("SYNC_INDEX_WORKERS", "4")),
         # The consumer records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS.
