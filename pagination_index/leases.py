@@ -1,5 +1,12 @@
 """Shard leases: at most one consumer applies a shard's records at a time.
 
+Fencing: each lease carries an epoch, raised whenever another owner takes it. A consumer paused (or
+partitioned) between renewing its lease and writing a batch could wake after another took the
+shard over and write an older batch over newer ones. An index in the checkpoints' own database is
+written inside the transaction that holds the lease row, so it cannot; any other index is handed
+the batch's (shard, epoch) pairs (BaseIndex.fenced) and refuses a write whose epoch is older than one
+it has already applied for that shard (the Redis backend: a fence per product, checked under WATCH).
+
 A lease is two columns of the shard's checkpoint row (owner, expiry), changed only by conditional
 UPDATEs, so the database decides races. A consumer renews its leases while it works; one that dies
 keeps them until they expire, then another consumer takes over from the checkpoint. Expiry is
@@ -15,7 +22,7 @@ from datetime import timedelta
 
 from django.db import connections
 from django.db.backends.signals import connection_created
-from django.db.models import Q
+from django.db.models import Case, F, Q, When
 from django.db.models.functions import Now
 from django.dispatch import receiver
 
@@ -34,6 +41,12 @@ def _free_or_mine(owner: str) -> Q:
     return Q(lease_owner=owner) | Q(lease_owner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=Now())
 
 
+def _taken_by(owner: str) -> dict:
+    """The update that gives a lease to `owner`: the epoch goes up unless it is already `owner`'s."""
+    return {"lease_owner": owner,
+            "lease_epoch": Case(When(lease_owner=owner, then=F("lease_epoch")), default=F("lease_epoch") + 1)}
+
+
 def _expiry(seconds: float):
     """The database's now() plus the lease length, computed in the statement."""
     return Now() + timedelta(seconds=seconds)
@@ -44,7 +57,7 @@ def lease_acquire(*, checkpoint: ShardCheckpoint, owner: str, seconds: float) ->
     taken = (
         ShardCheckpoint.objects.using(checkpoint._state.db).filter(pk=checkpoint.pk)
         .filter(_free_or_mine(owner))
-        .update(lease_owner=owner, lease_expires_at=_expiry(seconds))
+        .update(**_taken_by(owner), lease_expires_at=_expiry(seconds))
     )
     checkpoint.refresh_from_db()
     return bool(taken)
@@ -56,7 +69,7 @@ def leases_acquire(*, stream_arn: str, shard_ids: list[str], owner: str, seconds
     return (
         ShardCheckpoint.objects.using(using).filter(stream_arn=stream_arn, shard_id__in=shard_ids, finished=False)
         .filter(_free_or_mine(owner))
-        .update(lease_owner=owner, lease_expires_at=_expiry(seconds))
+        .update(**_taken_by(owner), lease_expires_at=_expiry(seconds))
     )
 
 
@@ -89,9 +102,7 @@ def leases_take(*, stream_arn: str, shards: list[dict], owner: str, seconds: flo
             stream_arn=stream_arn, shard_id=shard["ShardId"],
             defaults={"parent_shard_id": shard.get("ParentShardId", "")},
         )
-    checkpoints.filter(stream_arn=stream_arn).update(
-        lease_owner=owner, lease_expires_at=_expiry(seconds)
-    )
+    checkpoints.filter(stream_arn=stream_arn).update(**_taken_by(owner), lease_expires_at=_expiry(seconds))
     return list(checkpoints.filter(stream_arn=stream_arn).order_by("shard_id"))
 
 

@@ -31,7 +31,9 @@ every primary, so no key is shared between products.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable
@@ -198,6 +200,16 @@ class ReplicasBehind(RedisError):
     the stream consumer keeps the batch's checkpoint and applies it again)."""
 
 
+class FencedOut(RedisError):
+    """A write carried a lease epoch older than one already applied for its shard: the writer lost the
+    shard's lease (an IndexUnavailable to it; its next lease renewal finds the shard gone)."""
+
+
+# A product's fence: a hash of shard -> the newest lease epoch applied to the product from it, in the
+# product's hash slot. Kept for twice the stream's 24 h retention after the product's last write.
+FENCE_SECONDS = 2 * 24 * 3600
+
+
 class ReplicatedPipeline(Pipeline):
     """A MULTI/EXEC followed by WAIT on the same connection, in the same retry: WAIT counts the
     replicas that have every write of *its* connection, so it must follow the transaction there (a
@@ -301,6 +313,7 @@ class RedisIndex(NetWriteIndex):
         self.wait_replicas = int(index_settings.SYNC["WAIT_REPLICAS"])
         self.wait_timeout = float(index_settings.SYNC["WAIT_TIMEOUT_SECONDS"])
         self._client = None
+        self._fencing = threading.local()
 
     @property
     def partial_failures(self) -> bool:
@@ -329,27 +342,61 @@ class RedisIndex(NetWriteIndex):
         return list(batches.values())
 
     # --- writes -------------------------------------------------------------------------------
+    @contextmanager
+    def fenced(self, epochs: dict[str, int]):
+        """apply_net() inside checks and records these lease epochs in each written product's fence."""
+        self._fencing.epochs = dict(epochs)
+        try:
+            yield
+        finally:
+            self._fencing.epochs = None
+
+    def fence_key(self, group: str) -> str:
+        return f"{self.prefix}fence:{{{group.partition('/')[0]}}}"
+
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Every add and remove in one MULTI/EXEC per hash slot (conditional removes as a script
         inside it, so they see the set as the transaction leaves it). On a cluster a batch that
         fails half-way may have committed some products: the stream re-applies the whole batch,
-        which is idempotent."""
+        which is idempotent. Inside fenced(), each product's fence is WATCHed and read first: an
+        epoch of ours older than the fence's is FencedOut, and a fence that changes before EXEC
+        aborts the transaction (WatchError); the transaction raises the fences to our epochs."""
         scored = {group: {member: sort_key_score(sort_key) for member, sort_key in entries}
                   for group, entries in adds.items() if entries}
         removes = {group: removals for group, removals in removes.items() if removals}
+        epochs = getattr(self._fencing, "epochs", None)
         for batch in self._by_slot(set(scored) | set(removes)):
-            with self._writer(self.key(batch[0])) as pipe:
+            fences = sorted({self.fence_key(group) for group in batch}) if epochs else []
+            with self._writer(self.key(batch[0]), direct=bool(fences)) as pipe:
+                if fences:
+                    self._check_fences(pipe, fences, epochs)
                 for group in batch:
                     self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
+                for fence in fences:
+                    pipe.hset(fence, mapping=epochs)
+                    pipe.expire(fence, FENCE_SECONDS)
                 self._execute(pipe)
 
-    def _writer(self, key: str):
+    def _check_fences(self, pipe, fences: list[str], epochs: dict[str, int]) -> None:
+        pipe.watch(*fences)
+        shards = list(epochs)
+        for fence in fences:
+            for shard, seen in zip(shards, pipe.hmget(fence, shards)):
+                if seen is not None and int(seen) > epochs[shard]:
+                    raise FencedOut(f"shard {shard}: lease epoch {epochs[shard]} is older than {int(seen)}, "
+                                    "already applied by another consumer")
+        pipe.multi()
+
+    def _writer(self, key: str, direct: bool = False):
         """A transaction for writes to `key`'s slot: with SYNC["WAIT_REPLICAS"], one that WAITs for
-        that many replicas after its EXEC (on a cluster, on the primary of the key's slot, through
-        its own connection pool, as WAIT counts one connection's writes)."""
-        if not self.wait_replicas:
+        that many replicas after its EXEC; on a cluster, when waiting or fencing (`direct`), sent to
+        the primary of the key's slot through its own connection pool (WAIT counts one connection's
+        writes; WATCH holds one connection)."""
+        if not (self.wait_replicas or direct):
             return self.client.pipeline(transaction=True)
         node = self.client.get_node_from_key(key).redis_connection if self.cluster else self.client
+        if not self.wait_replicas:
+            return node.pipeline(transaction=True)
         return ReplicatedPipeline(node, self.wait_replicas, self.wait_timeout)
 
     def _execute(self, pipe):
