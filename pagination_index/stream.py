@@ -664,6 +664,7 @@ class StreamConsumer:
             logger.info("sync batch", extra={"fields": {
                 "records": records_of[shard_id], "ops": ops,
                 "shards": len(last), "shard": shard_id, "finished": batch.checkpoint.finished,
+                "epoch": batch.checkpoint.lease_epoch, "sequence_number": batch.checkpoint.sequence_number,
                 "lag_seconds": None if lag is None else round(lag, 3),
             }})
         return kept

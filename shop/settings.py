@@ -276,6 +276,10 @@ PAGINATION_INDEX = {
         # The consumer records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS.
         "LAG_SAMPLE_SECONDS": float(os.environ.get("LAG_SAMPLE_SECONDS", "10")),
         "LAG_SAMPLE_KEEP_HOURS": float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6")),
+        # Redis index with replicas: a batch's checkpoint moves only once this many replicas have its
+        # writes (WAIT), waiting at most WAIT_TIMEOUT_SECONDS (docs/reliability.md: the cost).
+        "WAIT_REPLICAS": int(os.environ.get("SYNC_INDEX_WAIT_REPLICAS", "0")),
+        "WAIT_TIMEOUT_SECONDS": float(os.environ.get("SYNC_INDEX_WAIT_TIMEOUT_SECONDS", "1")),
     },
     # rebuild_index / verify_index --repair: the wait between fencing a wave of groups and reading them,
     # for writes on their way to the index and for the GSIs' propagation behind the table.
