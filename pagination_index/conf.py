@@ -49,6 +49,13 @@ DEFAULTS: dict[str, Any] = {
         "BATCH_SIZE": 1000,
         "LAG_SAMPLE_SECONDS": 10.0,
         "LAG_SAMPLE_KEEP_HOURS": 6.0,
+        # Before a batch's checkpoint moves, its index writes must be on this many replicas (Redis
+        # WAIT; on a cluster, on the written shard's primary), else the batch is applied again later:
+        # a failover to a replica that lacked them would otherwise lose entries the checkpoint says
+        # were applied. 0: no wait (one Redis, or a store that replicates synchronously).
+        "WAIT_REPLICAS": 0,
+        # How long one batch waits for them; past it the checkpoint stays and the consumer retries.
+        "WAIT_TIMEOUT_SECONDS": 1.0,
     },
     # rebuild_index / verify_index --repair: the wait between fencing groups and reading them.
     "REBUILD": {

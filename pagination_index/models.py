@@ -81,6 +81,9 @@ class ShardCheckpoint(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     lease_owner = models.CharField(max_length=255, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The lease's fencing token: one more each time another owner takes the lease. An index outside
+    # the checkpoints' database refuses writes carrying an older epoch than it has seen (leases.py).
+    lease_epoch = models.BigIntegerField(default=0)
     applied_at = models.DateTimeField(null=True, blank=True)
     # Seconds from the last applied record's ApproximateCreationDateTime to its apply.
     lag_seconds = models.FloatField(null=True, blank=True)

@@ -15,6 +15,7 @@ import logging
 import random
 import threading
 import time
+import zlib
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from pagination_index.fences import apply_fenced
 from pagination_index.lag import LagSampler, lag_seconds
 from pagination_index.leases import (
     LeaseLost,
+    bound_sessions,
     lease_hold,
     lease_release,
     leases_acquire,
@@ -192,6 +194,7 @@ class StreamConsumer:
         self.stop_event = stop_event or threading.Event()
         self.owner = owner or new_owner_id()
         self.lease_seconds = lease_seconds
+        bound_sessions(self.database, lease_seconds)  # a partitioned consumer's locks go within a lease
         self.backoff = backoff or Backoff()
         self.workers = max(1, workers)
         self.client = self.source.stream_client()
@@ -622,7 +625,10 @@ class StreamConsumer:
             # A shard's pages in the order read; an item's records are all in one shard (and a child
             # shard's pages come after its parent's), so each item's changes apply in order.
             records = [record for batch in kept for record in batch.records]
-            ops = apply_records(self.index, records, self.sources) if records else 0
+            # Fencing tokens: an index outside this database refuses them once a newer lease applied.
+            epochs = {self.fence_name(batch.checkpoint.shard_id): batch.checkpoint.lease_epoch for batch in kept}
+            with self.index.fenced(epochs):
+                ops = apply_records(self.index, records, self.sources) if records else 0
             now = timezone.now()
             last: dict[str, Batch] = {}
             records_of: dict[str, int] = {}  # records committed per shard
@@ -658,9 +664,14 @@ class StreamConsumer:
             logger.info("sync batch", extra={"fields": {
                 "records": records_of[shard_id], "ops": ops,
                 "shards": len(last), "shard": shard_id, "finished": batch.checkpoint.finished,
+                "epoch": batch.checkpoint.lease_epoch, "sequence_number": batch.checkpoint.sequence_number,
                 "lag_seconds": None if lag is None else round(lag, 3),
             }})
         return kept
+
+    def fence_name(self, shard_id: str) -> str:
+        """A shard as the index's fences name it: shard ids are unique within a stream only."""
+        return f"{zlib.crc32(self.stream_arn.encode()):08x}:{shard_id}"
 
     def _hold(self, checkpoints: list[ShardCheckpoint]) -> set[str]:
         """Renew our leases of these shards (locking their rows until the transaction ends); the

@@ -81,12 +81,43 @@ def development_key(purpose: str) -> str:
 
 
 def next_database(url):
-    """A Redis URL's next database number: redis://h:6379/0 -> redis://h:6379/1."""
+    """A Redis URL's next database number: redis://h:6379/0 -> redis://h:6379/1, and
+    redis+sentinel://h:26379,h2:26379/SERVICE/0 -> redis+sentinel://h:26379,h2:26379/SERVICE/1."""
     parts = urlsplit(url)
-    database = parts.path.strip("/") or "0"
-    if not database.isdigit():
+    service, _, database = parts.path.strip("/").rpartition("/")
+    database = database or "0"
+    if not database.isdigit() or (service and not parts.scheme.endswith("+sentinel")):
         raise ImproperlyConfigured(f"Set PAGINATION_INDEX_REDIS_URL: no database number to follow in REDIS_URL={url!r}.")
-    return parts._replace(path=f"/{int(database) + 1}").geturl()
+    return parts._replace(path=f"/{service}/{int(database) + 1}" if service else f"/{int(database) + 1}").geturl()
+
+
+def redis_cache(url, key_prefix):
+    """CACHES entry for django-redis at `url`. A redis+sentinel://HOST:PORT,.../SERVICE/DB URL uses
+    django-redis's own Sentinel support: its SentinelClient and SentinelConnectionFactory (given per
+    cache, so no other Redis of the project goes through Sentinels), which ask the Sentinels for the
+    primary on every new connection, so the cache follows a failover."""
+    parts = urlsplit(url)
+    if not parts.scheme.endswith("+sentinel"):
+        return {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url, "KEY_PREFIX": key_prefix}
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    sentinels = [(host, int(port or 26379)) for host, _, port in
+                 (address.rpartition(":") if ":" in address else (address, "", "") for address in hosts.split(","))]
+    service, _, database = parts.path.strip("/").partition("/")
+    scheme = parts.scheme.removesuffix("+sentinel")
+    return {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"{scheme}://{credentials + '@' if credentials else ''}{service}/{database or 0}",
+        "KEY_PREFIX": key_prefix,
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.SentinelClient",
+            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+            "SENTINELS": sentinels,
+            # A dead primary or Sentinel must be a quick error (the page's 503), not a hung worker.
+            "SOCKET_CONNECT_TIMEOUT": 0.5,
+            "SOCKET_TIMEOUT": 1,
+            "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1},
+        },
+    }
 
 
 # --- Core -----------------------------------------------------------------------------------
@@ -200,8 +231,21 @@ DATABASES = {
 # Seconds to wait for a PostgreSQL connection (pages and /readyz's probe): a PostgreSQL that is down is a
 # quick 503, not a hung page.
 DATABASE_CONNECT_TIMEOUT = int(os.environ.get("DATABASE_CONNECT_TIMEOUT", "3"))
+# The shard lease's length (PAGINATION_INDEX["SYNC"]["LEASE_SECONDS"] below): sync_index's sessions end
+# themselves within half of it when partitioned from PostgreSQL (pagination_index.leases.session_settings).
+SYNC_INDEX_LEASE_SECONDS = float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["OPTIONS"] = {"connect_timeout": DATABASE_CONNECT_TIMEOUT}
+    # libpq's TCP keepalives (off by default: a dead PostgreSQL host would hang a reader for the
+    # kernel's two hours) and tcp_user_timeout: a client whose server vanished finds out within about
+    # half a lease, as the server finds out about a vanished consumer.
+    DATABASES["default"]["OPTIONS"] = {
+        "connect_timeout": DATABASE_CONNECT_TIMEOUT,
+        "keepalives": 1,
+        "keepalives_idle": max(int(SYNC_INDEX_LEASE_SECONDS / 6), 1),
+        "keepalives_interval": max(int(SYNC_INDEX_LEASE_SECONDS / 12), 1),
+        "keepalives_count": 3,
+        "tcp_user_timeout": max(int(SYNC_INDEX_LEASE_SECONDS * 500), 1000),
+    }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets page reads go on while sync_index writes the index.
     DATABASES["default"]["OPTIONS"] = {
@@ -286,12 +330,16 @@ PAGINATION_INDEX = {
         # Seconds between polls when caught up, and how long a shard lease lasts unless renewed (how
         # soon a standby sync_index takes over).
         "POLL_SECONDS": float(os.environ.get("SYNC_INDEX_POLL_SECONDS", "1")),
-        "LEASE_SECONDS": float(os.environ.get("SYNC_INDEX_LEASE_SECONDS", "30")),
+        "LEASE_SECONDS": SYNC_INDEX_LEASE_SECONDS,
         # Threads reading stream shards in parallel (each shard paced to AWS's 5 GetRecords/s).
         "WORKERS": int(os.environ.get("SYNC_INDEX_WORKERS", "4")),
         # The consumer records its lag at most once per LAG_SAMPLE_SECONDS and keeps LAG_SAMPLE_KEEP_HOURS.
         "LAG_SAMPLE_SECONDS": float(os.environ.get("LAG_SAMPLE_SECONDS", "10")),
         "LAG_SAMPLE_KEEP_HOURS": float(os.environ.get("LAG_SAMPLE_KEEP_HOURS", "6")),
+        # Redis index with replicas: a batch's checkpoint moves only once this many replicas have its
+        # writes (WAIT), waiting at most WAIT_TIMEOUT_SECONDS (docs/reliability.md: the cost).
+        "WAIT_REPLICAS": int(os.environ.get("SYNC_INDEX_WAIT_REPLICAS", "0")),
+        "WAIT_TIMEOUT_SECONDS": float(os.environ.get("SYNC_INDEX_WAIT_TIMEOUT_SECONDS", "1")),
     },
     # rebuild_index / verify_index --repair: the wait between fencing a wave of groups and reading them,
     # for writes on their way to the index and for the GSIs' propagation behind the table.
@@ -432,12 +480,9 @@ SITEMAP_CACHE_SECONDS = int(os.environ.get("SITEMAP_CACHE_SECONDS", "60"))
 # --- Caching --------------------------------------------------------------------------------
 # Django's cache holds the fast windows, rendered pages and post counts: per process (locmem), or
 # shared by every process with CACHE_BACKEND=redis.
+# REDIS_URL may be redis+sentinel://HOST:PORT,HOST:PORT,HOST:PORT/SERVICE/DB (redis_cache above).
 if os.environ.get("CACHE_BACKEND", "locmem") == "redis":
-    _default_cache = {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "shop"),
-    }
+    _default_cache = redis_cache(REDIS_URL, os.environ.get("CACHE_KEY_PREFIX", "shop"))
 else:
     _default_cache = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "shop"}
 # Never on the Redis index's database (PAGINATION_INDEX_REDIS_URL): a cache's clear() is FLUSHDB.

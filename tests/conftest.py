@@ -335,6 +335,19 @@ def redis_cluster(tmp_path_factory):
 
 
 @pytest.fixture
+def redis_sentinels(tmp_path):
+    """A primary, a replica and three Sentinels of the test's own (redis-server --sentinel), which the
+    test may kill, pause and fail over."""
+    from tests.services import RedisSentinelServers
+
+    if not shutil.which("redis-server"):
+        service_missing("redis-server is not installed (Debian: apt-get install redis-server)")
+    servers = RedisSentinelServers(tmp_path).start()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture
 def redis_cluster_index_options(redis_cluster):
     yield from _own_prefix_options(redis_cluster.url)
 

@@ -2,6 +2,7 @@
 shared Redis or PostgreSQL)."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 
@@ -173,6 +174,22 @@ class RedisClusterServers:
             time.sleep(0.1)
         raise RuntimeError("the Redis Cluster did not reach cluster_state:ok")
 
+    def wait_for_replicas_online(self, seconds: float = 30) -> None:
+        """Until every live primary's replicas have synced (state online), as a test of WAIT needs."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                infos = [self.node(port).info("replication") for port in self.live_ports()]
+                primaries = [info for info in infos if info["role"] == "master"]
+                if all(info["connected_slaves"] >= self.replicas and all(
+                        info[f"slave{n}"]["state"] == "online" for n in range(info["connected_slaves"]))
+                       for info in primaries):
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("the Redis Cluster's replicas did not come online")
+
     def _slot_owners(self, port: int) -> tuple:
         """(start, end, primary's port) of every slot range, as the node on `port` sees them."""
         return tuple(sorted((start, end, primary[1]) for start, end, primary, *_ in
@@ -309,3 +326,157 @@ class ServeIndex:
         if self.process and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
+
+
+class RedisSentinelServers:
+    """A primary, `replicas` replicas and `sentinels` Sentinels (redis-server --sentinel) of this
+    test's own on free ports, monitoring the primary as SERVICE with a quorum of 2. Sentinels call a
+    primary down after `down_after_ms` without an answer and fail over; `url(db)` is the
+    redis+sentinel:// URL the index and the cache take."""
+
+    SERVICE = "pidx-primary"
+
+    def __init__(self, folder, *, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000):
+        self.folder = folder
+        ports = free_ports(1 + replicas + sentinels)
+        self.data_ports = ports[: 1 + replicas]
+        self.sentinel_ports = ports[1 + replicas :]
+        self.down_after_ms = down_after_ms
+        self.processes: dict[int, subprocess.Popen] = {}
+
+    def url(self, db: int = 0) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/{db}"
+
+    def start_data(self, port: int, replica_of: int | None = None) -> None:
+        folder = self.folder / str(port)
+        folder.mkdir(exist_ok=True)
+        replication = ["--replicaof", "127.0.0.1", str(replica_of)] if replica_of else []
+        self.processes[port] = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+             "--dir", str(folder), "--logfile", "redis.log", *replication],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        wait_for_redis(self.processes[port], port, folder / "redis.log")
+
+    def start_sentinel(self, port: int) -> None:
+        folder = self.folder / f"sentinel-{port}"
+        folder.mkdir(exist_ok=True)
+        config = folder / "sentinel.conf"  # Sentinel rewrites its own file as it learns the topology
+        config.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile sentinel.log\n"
+            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.data_ports[0]} 2\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.SERVICE} 10000\n"
+            f"sentinel parallel-syncs {self.SERVICE} 1\n"
+        )
+        self.processes[port] = subprocess.Popen(["redis-server", str(config), "--sentinel"],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_redis(self.processes[port], port, folder / "sentinel.log")
+
+    def start(self) -> "RedisSentinelServers":
+        try:
+            self.start_data(self.data_ports[0])
+            for port in self.data_ports[1:]:
+                self.start_data(port, replica_of=self.data_ports[0])
+            for port in self.sentinel_ports:
+                self.start_sentinel(port)
+            self.wait_until_settled(self.data_ports[0])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def node(self, port: int, db: int = 0) -> redis.Redis:
+        return redis.Redis(port=port, db=db, socket_connect_timeout=0.5, socket_timeout=5, retry=Retry(NoBackoff(), 0))
+
+    def primary_port(self) -> int:
+        """The primary as the first Sentinel that answers names it."""
+        for port in self.sentinel_ports:
+            try:
+                return int(self.node(port).sentinel_get_master_addr_by_name(self.SERVICE)[1])
+            except (redis.RedisError, TypeError):
+                continue
+        raise RuntimeError("no Sentinel answers")
+
+    def wait_until_settled(self, primary: int, seconds: float = 60) -> None:
+        """Until every live Sentinel names `primary`, knows the other Sentinels, and the primary has
+        every live replica online."""
+        deadline = time.monotonic() + seconds
+        live = [port for port in self.data_ports if port != primary and self.processes[port].poll() is None]
+        sentinels = [port for port in self.sentinel_ports if self.processes[port].poll() is None]
+        while time.monotonic() < deadline:
+            try:
+                named = {int(self.node(port).sentinel_get_master_addr_by_name(self.SERVICE)[1]) for port in sentinels}
+                known = all(len(self.node(port).sentinel_sentinels(self.SERVICE)) >= len(sentinels) - 1
+                            for port in sentinels)
+                info = self.node(primary).info("replication")
+                online = {info[f"slave{n}"]["port"] for n in range(info["connected_slaves"])
+                          if info[f"slave{n}"]["state"] == "online"}
+                if named == {primary} and known and info["role"] == "master" and set(live) <= online:
+                    return
+            except (redis.RedisError, KeyError, TypeError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the Sentinels did not settle on primary {primary}")
+
+    def wait_for_failover(self, old: int, seconds: float = 60) -> int:
+        """Until the Sentinels name a primary other than `old`, and it says it is one; its port."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                port = self.primary_port()
+                if port != old and self.node(port).info("replication")["role"] == "master":
+                    return port
+            except (redis.RedisError, RuntimeError):
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"the Sentinels did not fail over from {old}")
+
+    def kill(self, port: int) -> None:
+        process = self.processes[port]
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+    def cut_replication(self, replica: int) -> "LoopbackCut":
+        """A context in which nothing the primary sends reaches `replica` (its replication link's packets
+        dropped by nft on loopback: the replica neither receives nor acknowledges, as in a partition;
+        a SIGSTOP would not do, since the kernel still takes the stream into the paused replica's socket)."""
+        primary = self.primary_port()
+        for client in self.node(replica).client_list():  # its link to the primary is the client flagged M
+            if "M" in client["flags"] and client["addr"].endswith(f":{primary}"):
+                return LoopbackCut(source_port=primary, destination_port=int(client["laddr"].rpartition(":")[2]))
+        raise LookupError(f"{replica} is not connected to the primary {primary}")
+
+    def pause(self, port: int) -> None:
+        self.processes[port].send_signal(signal.SIGSTOP)
+
+    def resume(self, port: int) -> None:
+        self.processes[port].send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                process.kill()
+                process.wait(10)
+
+
+class LoopbackCut:
+    """Drops TCP packets on loopback from source_port to destination_port while entered: an nft table
+    of its own (root), deleted on the way out."""
+
+    def __init__(self, *, source_port: int, destination_port: int):
+        self.table = f"pidx_cut_{source_port}_{destination_port}"
+        self.rule = f"iifname lo tcp sport {source_port} tcp dport {destination_port} drop"
+
+    def __enter__(self) -> "LoopbackCut":
+        script = (f"add table inet {self.table}\n"
+                  f"add chain inet {self.table} input {{ type filter hook input priority -10; }}\n"
+                  f"add rule inet {self.table} input {self.rule}\n")
+        subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True, capture_output=True, timeout=10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        subprocess.run(["nft", "delete", "table", "inet", self.table], check=True, capture_output=True, timeout=10)

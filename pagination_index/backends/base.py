@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import Callable, Iterable, Iterator, Sequence
@@ -207,6 +208,15 @@ class BaseIndex:
         (a repeated member keeps its last sort key); rebuilds pass a stream newest first, which
         backends consume a chunk at a time where they can, so a group of millions is never a list."""
         raise NotImplementedError("subclasses of BaseIndex must provide a replace() method")
+
+    @contextmanager
+    def fenced(self, epochs: dict[str, int]):
+        """Writes made inside carry these fencing tokens, {shard: lease epoch} (pagination_index.leases):
+        a backend outside the checkpoints' database overrides this to refuse, atomically with the
+        write, a token older than one it has applied (so a consumer that lost its lease while paused
+        cannot write an old batch over a newer one). This default ignores them: an index in the
+        checkpoints' database is written under the lease row's lock."""
+        yield
 
     def apply(self, ops: Iterable[Op]) -> None:
         """Apply a batch of ops. This default is not atomic; backends that can be, override it."""

@@ -31,12 +31,16 @@ every primary, so no key is shared between products.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import islice
 from typing import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from redis.client import Pipeline
 from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -84,6 +88,10 @@ SWAP_IN = "redis.call('UNLINK', KEYS[2]) redis.call('RENAME', KEYS[1], KEYS[2]) 
 # IndexUnavailable, through the funnel on every public method (BaseIndex.unavailable_errors).
 FAILURES = (RedisError, RedisClusterException)
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# redis+sentinel://[[USER]:PASSWORD@]HOST:PORT,HOST:PORT,.../SERVICE/DB: the primary that these Sentinels
+# name SERVICE (the sentinels' port defaults to 26379; the password is the primary's and replicas').
+SENTINEL_SCHEMES = {"redis+sentinel": "redis", "rediss+sentinel": "rediss"}
+SENTINEL_PORT = 26379
 # django-redis connection options that mean the same to a cluster client.
 CLUSTER_KWARGS = {"SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout", "SOCKET_TIMEOUT": "socket_timeout",
                   "USERNAME": "username", "PASSWORD": "password"}
@@ -142,10 +150,100 @@ def cluster_location(location: str, cluster: bool = False) -> tuple[str, bool]:
     return location, cluster
 
 
+@dataclass(frozen=True)
+class SentinelLocation:
+    sentinels: list[tuple[str, int]]
+    service: str
+    db: int
+    username: str | None
+    password: str | None
+    ssl: bool
+
+
+def sentinel_location(location: str) -> SentinelLocation | None:
+    """What a redis+sentinel:// URL names (None for any other URL)."""
+    parts = urlsplit(location)
+    if parts.scheme not in SENTINEL_SCHEMES:
+        return None
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    sentinels = []
+    for address in filter(None, hosts.split(",")):
+        host, colon, port = address.rpartition(":")
+        sentinels.append((host, int(port)) if colon else (address, SENTINEL_PORT))
+    service, _, db = parts.path.strip("/").partition("/")
+    if not sentinels or not service or not (db or "0").isdigit():
+        raise ImproperlyConfigured(f"RedisIndex: {location!r} is not redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB")
+    return SentinelLocation(sentinels, unquote(service), int(db or 0), unquote(username) or None,
+                            unquote(password) or None, SENTINEL_SCHEMES[parts.scheme] == "rediss")
+
+
+def connect_sentinel(location: SentinelLocation, options: dict):
+    """The primary the Sentinels name, through redis-py's SentinelConnectionPool: each new connection
+    asks the Sentinels where the primary is, and one that finds it demoted (READONLY) or gone drops,
+    so the next command follows a failover. The Sentinels are asked with the same timeouts."""
+    from redis.sentinel import Sentinel
+
+    kwargs = {name: options[key] for key, name in CLUSTER_KWARGS.items() if options.get(key)}
+    if location.username:
+        kwargs["username"] = location.username
+    if location.password:
+        kwargs["password"] = location.password
+    timeouts = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
+    manager = Sentinel(location.sentinels, sentinel_kwargs={**timeouts, **options.get("SENTINEL_KWARGS", {})})
+    return manager.master_for(location.service, db=location.db, ssl=location.ssl, **kwargs,
+                              **options.get("CONNECTION_POOL_KWARGS", {}))
+
+
+class ReplicasBehind(RedisError):
+    """A write's WAIT saw fewer replicas acknowledge it than required (an IndexUnavailable to callers:
+    the stream consumer keeps the batch's checkpoint and applies it again)."""
+
+
+class FencedOut(RedisError):
+    """A write carried a lease epoch older than one already applied for its shard: the writer lost the
+    shard's lease (an IndexUnavailable to it; its next lease renewal finds the shard gone)."""
+
+
+# A product's fence: a hash of shard -> the newest lease epoch applied to the product from it, in the
+# product's hash slot. Kept for twice the stream's 24 h retention after the product's last write.
+FENCE_SECONDS = 2 * 24 * 3600
+
+
+class ReplicatedPipeline(Pipeline):
+    """A MULTI/EXEC followed by WAIT on the same connection, in the same retry: WAIT counts the
+    replicas that have every write of *its* connection, so it must follow the transaction there (a
+    connection retried after a drop re-sends both). `acknowledged` is WAIT's answer."""
+
+    def __init__(self, client, replicas: int, timeout_seconds: float):
+        super().__init__(client.connection_pool, client.response_callbacks, True, None)
+        self.replicas = replicas
+        self.timeout_ms = max(int(timeout_seconds * 1000), 1)  # WAIT's 0 would block forever
+        self.acknowledged: int | None = None
+
+    def _execute_transaction(self, connection, commands, raise_on_error):
+        replies = super()._execute_transaction(connection, commands, raise_on_error)
+        connection.send_command("WAIT", self.replicas, self.timeout_ms)
+        self.acknowledged = int(connection.read_response())
+        return replies
+
+    def execute(self, raise_on_error: bool = True):
+        replies = super().execute(raise_on_error)
+        if self.acknowledged is not None and self.acknowledged < self.replicas:
+            raise ReplicasBehind(f"{self.acknowledged} of {self.replicas} replicas acknowledged the write "
+                                 f"within {self.timeout_ms} ms")
+        return replies
+
+
 def connect(options: dict):
     """A client for OPTIONS: redis-py's RedisCluster for a cluster (django-redis has no cluster mode),
-    else django-redis's connection factory (its pools, parser and options), never a cache API, whose
+    redis-py's Sentinel for a redis+sentinel:// URL (django-redis's sentinel factory is a global
+    setting, which would turn every other Redis of the project into a sentinel one), else
+    django-redis's connection factory (its pools, parser and options), never a cache API, whose
     clear() would FLUSHDB the index."""
+    sentinel = sentinel_location(options["LOCATION"])
+    if sentinel is not None:
+        return connect_sentinel(sentinel, options)
     location, cluster = cluster_location(options["LOCATION"], options.get("CLUSTER", False))
     if cluster:
         from redis.cluster import RedisCluster
@@ -161,6 +259,10 @@ def connect(options: dict):
 
 def redis_database(location: str) -> tuple:
     """What names one Redis database, whatever the URL's spelling: (host, port, db) or (socket, db)."""
+    sentinel = sentinel_location(location)
+    if sentinel is not None:
+        # Named the way django-redis's SentinelClient names it in a cache LOCATION: redis://SERVICE/DB.
+        return (sentinel.service.lower(), 6379, sentinel.db)
     parts = urlsplit(cluster_location(location)[0])
     query = dict(pair.partition("=")[::2] for pair in parts.query.split("&") if pair)
     if parts.scheme == "unix":
@@ -181,7 +283,8 @@ def group_of_key(key: str, prefix: str) -> str:
 
 class RedisIndex(NetWriteIndex):
     """OPTIONS: LOCATION (redis://, rediss:// or unix:// URL; redis+cluster:// or rediss+cluster://
-    for a Redis Cluster), CLUSTER (True: LOCATION is a node of a cluster), KEY_PREFIX, and
+    for a Redis Cluster; redis+sentinel://HOST:PORT,HOST:PORT/SERVICE/DB for the primary that Sentinels
+    manage, with SENTINEL_KWARGS for the connections to the Sentinels themselves), CLUSTER (True: LOCATION is a node of a cluster), KEY_PREFIX, and
     django-redis's connection options (SOCKET_CONNECT_TIMEOUT, SOCKET_TIMEOUT, CONNECTION_POOL_KWARGS,
     PASSWORD, ...), which a cluster client takes too."""
 
@@ -204,7 +307,13 @@ class RedisIndex(NetWriteIndex):
         if "{" in self.prefix or "}" in self.prefix:
             raise ImproperlyConfigured("RedisIndex: KEY_PREFIX must not contain braces (the keys' hash tag follows it)")
         self.cluster = cluster_location(self.options["LOCATION"], self.options.get("CLUSTER", False))[1]
+        self.sentinel = sentinel_location(self.options["LOCATION"]) is not None
+        from pagination_index.conf import index_settings
+
+        self.wait_replicas = int(index_settings.SYNC["WAIT_REPLICAS"])
+        self.wait_timeout = float(index_settings.SYNC["WAIT_TIMEOUT_SECONDS"])
         self._client = None
+        self._fencing = threading.local()
 
     @property
     def partial_failures(self) -> bool:
@@ -233,19 +342,73 @@ class RedisIndex(NetWriteIndex):
         return list(batches.values())
 
     # --- writes -------------------------------------------------------------------------------
+    @contextmanager
+    def fenced(self, epochs: dict[str, int]):
+        """apply_net() inside checks and records these lease epochs in each written product's fence."""
+        self._fencing.epochs = dict(epochs)
+        try:
+            yield
+        finally:
+            self._fencing.epochs = None
+
+    def fence_key(self, group: str) -> str:
+        return f"{self.prefix}fence:{{{group.partition('/')[0]}}}"
+
     def apply_net(self, adds: dict[str, list[Entry]], removes: dict[str, list[Removal]]) -> None:
         """Every add and remove in one MULTI/EXEC per hash slot (conditional removes as a script
         inside it, so they see the set as the transaction leaves it). On a cluster a batch that
         fails half-way may have committed some products: the stream re-applies the whole batch,
-        which is idempotent."""
+        which is idempotent. Inside fenced(), each product's fence is WATCHed and read first: an
+        epoch of ours older than the fence's is FencedOut, and a fence that changes before EXEC
+        aborts the transaction (WatchError); the transaction raises the fences to our epochs."""
         scored = {group: {member: sort_key_score(sort_key) for member, sort_key in entries}
                   for group, entries in adds.items() if entries}
         removes = {group: removals for group, removals in removes.items() if removals}
+        epochs = getattr(self._fencing, "epochs", None)
         for batch in self._by_slot(set(scored) | set(removes)):
-            with self.client.pipeline(transaction=True) as pipe:
+            fences = sorted({self.fence_key(group) for group in batch}) if epochs else []
+            with self._writer(self.key(batch[0]), direct=bool(fences)) as pipe:
+                if fences:
+                    self._check_fences(pipe, fences, epochs)
                 for group in batch:
                     self._queue_writes(pipe, group, removes.get(group, []), scored.get(group, {}))
-                pipe.execute()
+                for fence in fences:
+                    pipe.hset(fence, mapping=epochs)
+                    pipe.expire(fence, FENCE_SECONDS)
+                self._execute(pipe)
+
+    def _check_fences(self, pipe, fences: list[str], epochs: dict[str, int]) -> None:
+        pipe.watch(*fences)
+        shards = list(epochs)
+        for fence in fences:
+            for shard, seen in zip(shards, pipe.hmget(fence, shards)):
+                if seen is not None and int(seen) > epochs[shard]:
+                    raise FencedOut(f"shard {shard}: lease epoch {epochs[shard]} is older than {int(seen)}, "
+                                    "already applied by another consumer")
+        pipe.multi()
+
+    def _writer(self, key: str, direct: bool = False):
+        """A transaction for writes to `key`'s slot: with SYNC["WAIT_REPLICAS"], one that WAITs for
+        that many replicas after its EXEC; on a cluster, when waiting or fencing (`direct`), sent to
+        the primary of the key's slot through its own connection pool (WAIT counts one connection's
+        writes; WATCH holds one connection)."""
+        if not (self.wait_replicas or direct):
+            return self.client.pipeline(transaction=True)
+        node = self.client.get_node_from_key(key).redis_connection if self.cluster else self.client
+        if not self.wait_replicas:
+            return node.pipeline(transaction=True)
+        return ReplicatedPipeline(node, self.wait_replicas, self.wait_timeout)
+
+    def _execute(self, pipe):
+        """A cluster transaction sent to a node directly meets a slot that moved or a node that went
+        as an error: the cluster client reads the slot map again, and the caller's retry goes to
+        the slot's owner now (the stream applies the batch again)."""
+        try:
+            return pipe.execute()
+        except (MovedError, AskError, RedisConnectionError, RedisTimeoutError):
+            if self.cluster and isinstance(pipe, ReplicatedPipeline):
+                self.client.nodes_manager.initialize()
+            raise
 
     def _queue_writes(self, pipe, group: str, removals: list[Removal], mapping: dict[str, int]) -> None:
         """Removes take both forms of a member; adds first drop a legacy form, which an index written
@@ -279,10 +442,12 @@ class RedisIndex(NetWriteIndex):
                         pipe.execute()
                     written = True
                 pipe.execute()
-            if not written:
-                self.client.unlink(key)
-                return
-            self.client.eval(SWAP_IN, 2, temp, key)
+            with self._writer(key) as pipe:  # the swap, like a batch, waits for the replicas
+                if written:
+                    pipe.execute_command("EVAL", SWAP_IN, 2, temp, key)  # ClusterPipeline has no eval()
+                else:
+                    pipe.unlink(key)
+                self._execute(pipe)
         except FAILURES:
             self._discard(temp)
             raise
@@ -418,8 +583,10 @@ class RedisIndex(NetWriteIndex):
         return sorted(names)
 
     def close(self) -> None:
-        """A cluster client's connections are ours; a single node's pool belongs to django-redis's
-        connection factory and outlives us."""
+        """A cluster's or Sentinel's client and connections are ours; a single node's pool belongs to
+        django-redis's connection factory and outlives us."""
         if self.cluster and self._client is not None:
             self._client.close()
+        elif self.sentinel and self._client is not None:
+            self._client.connection_pool.disconnect()
         self._client = None

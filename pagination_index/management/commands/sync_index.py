@@ -3,6 +3,7 @@ import threading
 
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connections
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from pagination_index import get_index, signals, sources
@@ -102,8 +103,9 @@ class Command(ReportingCommand):
             )
 
     def _status(self, arn, database):
-        now = timezone.now()
         rows = ShardCheckpoint.objects.using(database).filter(stream_arn=arn).order_by("shard_id")
+        # Leases are judged by the database's clock (leases.py): so is what this shows.
+        now = rows.annotate(database_now=Now()).values_list("database_now", flat=True).first() or timezone.now()
         self.stdout.write(f"stream {arn}")
         header = ("shard", "checkpoint", "finished", "lease owner", "lease expires", "last record", "lag")
         lines = [header]

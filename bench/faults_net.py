@@ -1,0 +1,503 @@
+"""Several hosts on a real network, with faults between them (issue 43), checked Jepsen-style.
+
+    python -m bench.faults_net           # every scenario
+    python -m bench.faults_net --smoke   # the short set (make bench-smoke): under 3 minutes
+
+Hosts are Linux network namespaces on one bridge (root only: `ip netns`, veth pairs, nft), each with
+its own address in 10.231.43.0/24 and its own processes:
+    ddb   DynamoDB Local                  pg    PostgreSQL, its own cluster under pg_ctl
+    r1 r2 Redis primary and replica       s1 s2 s3  Sentinels (quorum 2, down-after 1 s)
+    c1 c2 two `sync_index` consumers (the Redis index through redis+sentinel://, WAIT for 1 replica,
+          leases of LEASE seconds in PostgreSQL)
+The driver (this process, in the root namespace on the bridge's own address) posts comments to
+DynamoDB Local, injects one fault per scenario, heals it, and checks the recorded history:
+- every post acknowledged by DynamoDB is in the table and, after healing, in the index: `verify_index`
+  (a subprocess) is clean within 60 s of healing, and the time it took is the recovery time;
+- no shard was applied by two consumers at once: from the consumers' batch log lines (shard, lease
+  epoch, checkpoint, time), each epoch belongs to one consumer and, per shard, batches land in epoch
+  order;
+- no consumer crashed;
+- the stream's lag after healing: one more post's time to its index entry.
+Traffic goes only to the namespaces' addresses; every loop is bounded; the namespaces, the bridge and
+every process are removed on the way out, failure or not. The web tier (gunicorn behind nginx) is
+not part of this harness yet: docs/reliability.md says what is and is not measured.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NET = "10.231.43"
+BRIDGE = "px43br"
+PREFIX = "px43-"
+HOSTS = {"ddb": 10, "pg": 11, "r1": 12, "r2": 13, "s1": 14, "s2": 15, "s3": 16, "c1": 21, "c2": 22}
+DRIVER = f"{NET}.1"
+LEASE = 4.0
+SERVICE = "px"
+HEAL_SECONDS = 60  # the index must be exact within this many seconds of healing
+PG_BIN = Path(shutil.which("pg_ctl") or "/usr/lib/postgresql/15/bin/pg_ctl").parent
+
+
+def ip(host: str) -> str:
+    return f"{NET}.{HOSTS[host]}"
+
+
+def run(*command: str, check: bool = True, timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(command, check=check, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def in_ns(host: str, *command: str) -> list[str]:
+    return ["ip", "netns", "exec", PREFIX + host, *command]
+
+
+class Network:
+    """The bridge and one namespace per host; nft tables inside a namespace for partitions."""
+
+    def __init__(self):
+        self.made: list[str] = []
+
+    def up(self) -> None:
+        self.down()  # what a killed earlier run left behind
+        run("ip", "link", "add", BRIDGE, "type", "bridge")
+        run("ip", "addr", "add", f"{DRIVER}/24", "dev", BRIDGE)
+        run("ip", "link", "set", BRIDGE, "up")
+        for host in HOSTS:
+            ns, outside = PREFIX + host, f"px43{host}b"
+            run("ip", "netns", "add", ns)
+            self.made.append(ns)
+            run("ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            run("ip", "link", "set", outside, "master", BRIDGE, "up")
+            run("ip", "-n", ns, "addr", "add", f"{ip(host)}/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+
+    def down(self) -> None:
+        for host in HOSTS:
+            run("ip", "netns", "del", PREFIX + host, check=False)
+        run("ip", "link", "del", BRIDGE, check=False)
+
+    def drop(self, host: str, peers: list[str], *, direction: str = "both") -> None:
+        """In `host`'s namespace, drop packets to (and/or from) the peers' addresses."""
+        addresses = ", ".join(ip(peer) for peer in peers)
+        rules = []
+        if direction in ("both", "out"):
+            rules.append(f"add rule inet fault output ip daddr {{ {addresses} }} drop")
+        if direction in ("both", "in"):
+            rules.append(f"add rule inet fault input ip saddr {{ {addresses} }} drop")
+        script = ("add table inet fault\n"
+                  "add chain inet fault input { type filter hook input priority 0; }\n"
+                  "add chain inet fault output { type filter hook output priority 0; }\n" + "\n".join(rules) + "\n")
+        run(*in_ns(host, "nft", "-f", "-"), input=script)
+
+    def heal(self, host: str) -> None:
+        run(*in_ns(host, "nft", "delete", "table", "inet", "fault"), check=False)
+
+
+class Cluster:
+    """The hosts' processes."""
+
+    def __init__(self, folder: Path, net: Network):
+        self.folder = folder
+        self.net = net
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def spawn(self, name: str, host: str, command: list[str], env: dict | None = None, cwd=None) -> subprocess.Popen:
+        log = (self.folder / f"{name}.log").open("a")
+        process = subprocess.Popen(in_ns(host, *command), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   cwd=cwd, start_new_session=True)
+        self.processes[name] = process
+        return process
+
+    def wait_port(self, host: str, port: int, seconds: float = 60) -> None:
+        import socket
+
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((ip(host), port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"{host}:{port} did not answer within {seconds} s")
+
+    # --- services ---------------------------------------------------------------------------
+    def start_dynamodb(self) -> None:
+        from stack.dynamodb_local import jar_dir
+
+        self.spawn("ddb", "ddb", ["java", "-Xmx384m", "-Djava.library.path=./DynamoDBLocal_lib", "-jar",
+                                  "DynamoDBLocal.jar", "-sharedDb", "-inMemory", "-port", "8000"], cwd=jar_dir())
+        self.wait_port("ddb", 8000)
+
+    def start_postgres(self) -> None:
+        data = self.folder / "pg"
+        if not data.exists():
+            data.mkdir()
+            shutil.chown(data, "postgres", "postgres")
+            os.chmod(self.folder, 0o755)
+            run("runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres")
+            with (data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {NET}.0/24 trust\n")
+        run(*in_ns("pg", "runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(data), "-w",
+                   "-l", str(data / "server.log"), "-o",
+                   f"-c listen_addresses={ip('pg')} -c port=5432 -c unix_socket_directories={data} -c fsync=off",
+                   "start"))
+
+    def stop_postgres(self, mode: str = "fast") -> None:
+        run(*in_ns("pg", "runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.folder / "pg"),
+                   "-m", mode, "-w", "stop"), check=False)
+
+    def start_redis(self, host: str, replica_of: str | None = None) -> None:
+        folder = self.folder / host
+        folder.mkdir(exist_ok=True)
+        replication = ["--replicaof", ip(replica_of), "6379"] if replica_of else []
+        self.spawn(host, host, ["redis-server", "--bind", ip(host), "--port", "6379", "--protected-mode", "no",
+                                "--save", "", "--appendonly", "no", "--dir", str(folder), *replication])
+        self.wait_port(host, 6379)
+
+    def start_sentinel(self, host: str) -> None:
+        folder = self.folder / host
+        folder.mkdir(exist_ok=True)
+        config = folder / "sentinel.conf"
+        if not config.exists():
+            config.write_text(
+                f"port 26379\nbind {ip(host)}\nprotected-mode no\ndir {folder}\n"
+                f"sentinel monitor {SERVICE} {ip('r1')} 6379 2\n"
+                f"sentinel down-after-milliseconds {SERVICE} 1000\n"
+                f"sentinel failover-timeout {SERVICE} 10000\n")
+        self.spawn(host, host, ["redis-server", str(config), "--sentinel"])
+        self.wait_port(host, 26379)
+
+    def primary(self) -> str | None:
+        import redis
+
+        for sentinel in ("s1", "s2", "s3"):
+            try:
+                address = redis.Redis(ip(sentinel), 26379, socket_timeout=1,
+                                      decode_responses=True).sentinel_get_master_addr_by_name(SERVICE)
+                return next(host for host in ("r1", "r2") if ip(host) == address[0])
+            except (redis.RedisError, TypeError, StopIteration):
+                continue
+        return None
+
+    def start_consumer(self, host: str) -> None:
+        self.spawn(host, host, [sys.executable, "manage.py", "sync_index"], env=shop_env(), cwd=ROOT)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        process = self.processes[name]
+        if process.poll() is None:
+            os.killpg(process.pid, sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                process.wait(30)
+
+    def stop_all(self) -> None:
+        for name, process in self.processes.items():
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGCONT)
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait(10)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    pass
+        if (self.folder / "pg").exists():
+            self.stop_postgres("immediate")
+
+
+def shop_env() -> dict:
+    sentinels = ",".join(f"{ip(host)}:26379" for host in ("s1", "s2", "s3"))
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
+            "DATABASE_URL": f"postgres://postgres@{ip('pg')}:5432/postgres",
+            "PAGINATION_INDEX_BACKEND": "redis",
+            "PAGINATION_INDEX_REDIS_URL": f"redis+sentinel://{sentinels}/{SERVICE}/1",
+            "DYNAMODB_ENDPOINT_URL": f"http://{ip('ddb')}:8000", "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "COMMENTS_TABLE": "comments",
+            "SYNC_INDEX_LEASE_SECONDS": str(LEASE), "SYNC_INDEX_POLL_SECONDS": "0.5",
+            "SYNC_INDEX_WAIT_REPLICAS": "1", "SYNC_INDEX_WAIT_TIMEOUT_SECONDS": "0.5", "LOG_FORMAT": "json"}
+
+
+def manage(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run(sys.executable, "manage.py", *args, check=False, timeout=timeout, env=shop_env(), cwd=ROOT)
+
+
+# --- the history -----------------------------------------------------------------------------
+class History:
+    def __init__(self):
+        self.posts: list[dict] = []  # every post and its answer
+
+    def post(self, sku: str, count: int, seed: int) -> int:
+        """Write `count` comments; each PutItem's answer is recorded (acknowledged or the error)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from comments.store import put_comments
+        from tests.factories import make_comments
+
+        acknowledged = 0
+        for comment in make_comments(sku, count, seed=seed):
+            try:
+                put_comments([comment])
+                self.posts.append({"pk": comment.pk, "sku": sku, "answer": "ok", "at": time.time()})
+                acknowledged += 1
+            except (BotoCoreError, ClientError) as exc:
+                self.posts.append({"pk": comment.pk, "sku": sku, "answer": type(exc).__name__, "at": time.time()})
+        return acknowledged
+
+
+def batches(folder: Path) -> list[dict]:
+    """Every batch the consumers applied, from their log lines: consumer, shard, epoch, time."""
+    found = []
+    for consumer in ("c1", "c2"):
+        path = folder / f"{consumer}.log"
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("message") == "sync batch" and entry.get("records"):
+                found.append({"consumer": consumer, "shard": entry["shard"], "epoch": entry["epoch"],
+                              "records": entry["records"], "at": entry["time"]})
+    return found
+
+
+def check_batches(applied: list[dict]) -> list[str]:
+    """No shard applied by two consumers at once: an epoch has one consumer, and per shard the
+    batches land in epoch order (an older lease never writes after a newer one)."""
+    problems = []
+    owners: dict[tuple, set] = {}
+    for batch in applied:
+        owners.setdefault((batch["shard"], batch["epoch"]), set()).add(batch["consumer"])
+    problems += [f"shard {shard} epoch {epoch} applied by {sorted(who)}" for (shard, epoch), who in owners.items()
+                 if len(who) > 1]
+    by_shard: dict[str, list] = {}
+    for batch in sorted(applied, key=lambda b: b["at"]):
+        by_shard.setdefault(batch["shard"], []).append(batch["epoch"])
+    problems += [f"shard {shard}: epochs out of order {epochs}" for shard, epochs in by_shard.items()
+                 if epochs != sorted(epochs)]
+    return problems
+
+
+def verify_within(seconds: float) -> float | None:
+    """Seconds until `verify_index` is clean (None: not within `seconds`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if manage("verify_index", "--recheck-seconds", "0", timeout=60).returncode == 0:
+            return round(time.monotonic() - started, 1)
+        time.sleep(1)
+    return None
+
+
+def probe_lag(history: History, seconds: float = HEAL_SECONDS) -> float | None:
+    """Stream lag after healing: seconds from one new post's acknowledgement to its index entry."""
+    from pagination_index import get_index
+    from pagination_index.backends.base import IndexUnavailable
+
+    group = f"PROBE-{len(history.posts)}"
+    if not history.post(group, 1, len(history.posts)):
+        return None
+    posted = time.monotonic()
+    index = get_index()
+    while time.monotonic() - posted < seconds:
+        try:
+            if index.count(group) == 1:
+                return round(time.monotonic() - posted, 2)
+        except IndexUnavailable:
+            pass
+        time.sleep(0.05)
+    return None
+
+
+# --- scenarios ---------------------------------------------------------------------------------
+def holder(folder: Path) -> str | None:
+    """The consumer that applied the last batch."""
+    applied = batches(folder)
+    return applied[-1]["consumer"] if applied else None
+
+
+def wait_until(condition, seconds: float, step: float = 0.2) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(step)
+    return False
+
+
+def scenario_redis_failover(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    """The replica is cut off from the primary while 200 comments are posted and consumed, then the
+    primary is killed (-9): the Sentinels promote the replica, which never got those writes."""
+    old = cluster.primary() or "r1"
+    replica = "r2" if old == "r1" else "r1"
+    net.drop(replica, [old])
+    posted = history.post("FAIL-1", 200, seed)
+    time.sleep(3)  # the consumers apply them on the primary; WAIT sees no replica, checkpoints stay
+    cluster.kill(old)
+    net.heal(replica)
+    healed = time.monotonic()
+    promoted = wait_until(lambda: cluster.primary() == replica, 30)
+    cluster.start_redis(old, replica_of=replica)  # comes back empty, as the new primary's replica
+    return {"done": f"replica cut from primary, 200 posts, primary kill -9, Sentinel failover to {replica}",
+            "posted": posted, "promoted": promoted, "healed_at": healed}
+
+
+def scenario_consumer_pg_partition(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    """The consumer holding the shard loses PostgreSQL (both ways) for 3 leases while posts go on."""
+    victim = holder(cluster.folder) or "c1"
+    net.drop(victim, ["pg"])
+    posted = history.post("PART-1", 50, seed)
+    time.sleep(3 * LEASE)
+    posted += history.post("PART-1", 50, seed + 1)
+    net.heal(victim)
+    return {"done": f"{victim} partitioned from PostgreSQL for {3 * LEASE:.0f} s (3 leases)", "posted": posted,
+            "healed_at": time.monotonic()}
+
+
+def scenario_consumer_redis_partition(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    victim = holder(cluster.folder) or "c1"
+    net.drop(victim, ["r1", "r2", "s1", "s2", "s3"])
+    posted = history.post("PART-2", 50, seed)
+    time.sleep(3 * LEASE)
+    net.heal(victim)
+    return {"done": f"{victim} partitioned from Redis and the Sentinels for {3 * LEASE:.0f} s", "posted": posted,
+            "healed_at": time.monotonic()}
+
+
+def scenario_pause(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    victim = holder(cluster.folder) or "c1"
+    cluster.kill(victim, signal.SIGSTOP)
+    posted = history.post("PAUSE-1", 50, seed)
+    time.sleep(3 * LEASE)
+    cluster.kill(victim, signal.SIGCONT)
+    posted += history.post("PAUSE-1", 20, seed + 1)
+    return {"done": f"{victim} paused (SIGSTOP) for {3 * LEASE:.0f} s (3 leases)", "posted": posted,
+            "healed_at": time.monotonic()}
+
+
+def scenario_partial_partition(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    """c1 reaches PostgreSQL and c2, c2 reaches c1 but not PostgreSQL."""
+    net.drop("c2", ["pg"])
+    posted = history.post("PART-3", 50, seed)
+    time.sleep(2 * LEASE)
+    net.heal("c2")
+    return {"done": "partial: c2 cut from PostgreSQL, c1 not", "posted": posted, "healed_at": time.monotonic()}
+
+
+def scenario_postgres_restart(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    cluster.stop_postgres("immediate")
+    posted = history.post("PGR-1", 50, seed)
+    time.sleep(2)
+    cluster.start_postgres()
+    return {"done": "PostgreSQL stopped (immediate) and started again", "posted": posted,
+            "healed_at": time.monotonic()}
+
+
+def scenario_latency(cluster: Cluster, net: Network, history: History, seed: int) -> dict:
+    for host in ("c1", "c2"):
+        run(*in_ns(host, "tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "50ms", "20ms",
+                   "loss", "2%", "reorder", "5%"))
+    posted = history.post("LAT-1", 50, seed)
+    time.sleep(2 * LEASE)
+    for host in ("c1", "c2"):
+        run(*in_ns(host, "tc", "qdisc", "del", "dev", "eth0", "root"), check=False)
+    return {"done": "consumers' links: netem delay 50±20 ms, 2% loss, 5% reordering", "posted": posted,
+            "healed_at": time.monotonic()}
+
+
+SMOKE = [scenario_redis_failover, scenario_pause]
+FULL = [scenario_redis_failover, scenario_consumer_pg_partition, scenario_consumer_redis_partition,
+        scenario_pause, scenario_partial_partition, scenario_postgres_restart, scenario_latency]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args()
+    if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "nft", "tc", "redis-server", "java")):
+        print("bench.faults_net needs root, ip, nft, tc, redis-server and java", file=sys.stderr)
+        return 1
+    os.environ.update(shop_env())
+    import django
+
+    django.setup()
+    from bench.common import format_table, machine_info, shown, stamp, write_json
+
+    load, when = os.getloadavg(), stamp()
+    net = Network()
+    rows, problems = [], []
+    with tempfile.TemporaryDirectory(prefix="faults-net-") as folder:
+        cluster = Cluster(Path(folder), net)
+        try:
+            net.up()
+            cluster.start_dynamodb()
+            cluster.start_postgres()
+            cluster.start_redis("r1")
+            cluster.start_redis("r2", replica_of="r1")
+            for sentinel in ("s1", "s2", "s3"):
+                cluster.start_sentinel(sentinel)
+            for step in (("migrate", "--no-input", "-v", "0"), ("create_tables",)):
+                done = manage(*step)
+                if done.returncode:
+                    raise RuntimeError(f"{step}: {done.stderr[-2000:]}")
+            cluster.start_consumer("c1")
+            cluster.start_consumer("c2")
+            history = History()
+            history.post("WARM-1", 20, 1)
+            if verify_within(HEAL_SECONDS) is None:
+                raise RuntimeError("the warm-up never reached the index")
+            for number, scenario in enumerate(SMOKE if args.smoke else FULL, start=2):
+                name = scenario.__name__.removeprefix("scenario_")
+                print(f"-- {name}", flush=True)
+                started = time.monotonic()
+                outcome = scenario(cluster, net, history, number * 100)
+                recovered = verify_within(HEAL_SECONDS)
+                outcome.pop("healed_at", None)  # verify_within starts at healing
+                outcome.update(scenario=name, seconds=round(time.monotonic() - started, 1),
+                               verify_clean_after_heal_s=recovered, lag_after_heal_s=probe_lag(history),
+                               crashed=[name for name in ("c1", "c2") if cluster.processes[name].poll() is not None])
+                if recovered is None:
+                    problems.append(f"{name}: index not exact within {HEAL_SECONDS} s of healing")
+                if outcome["crashed"]:
+                    problems.append(f"{name}: consumer(s) exited: {outcome['crashed']}")
+                    for crashed in outcome["crashed"]:
+                        cluster.start_consumer(crashed)
+                rows.append(outcome)
+            applied = batches(Path(folder))
+            problems += check_batches(applied)
+            acknowledged = [post for post in history.posts if post["answer"] == "ok"]
+            history_summary = {"posts": len(history.posts), "acknowledged": len(acknowledged),
+                               "batches": len(applied), "consumers": sorted({b["consumer"] for b in applied}),
+                               "epochs": sorted({(b["shard"][-8:], b["epoch"], b["consumer"]) for b in applied})}
+        finally:
+            cluster.stop_all()
+            net.down()
+            for leftover in ("c1.log", "c2.log"):
+                path = Path(folder) / leftover
+                if path.exists():
+                    shutil.copy(path, Path(tempfile.gettempdir()) / f"faults-net-{leftover}")
+    print(format_table(["scenario", "done", "posted", "verify clean after (s)", "lag after (s)"],
+                       [[row["scenario"], row["done"], str(row["posted"]),
+                         str(row["verify_clean_after_heal_s"]), str(row["lag_after_heal_s"])] for row in rows], left=2))
+    print("problems:", problems or "none")
+    path = write_json("faults_net", args.smoke, when, {
+        "machine": machine_info({}, load, "2 cores shared with other helpers; every host a network namespace "
+                                "of this machine on one bridge"),
+        "lease_seconds": LEASE, "rows": rows, "history": history_summary, "problems": problems,
+    })
+    print(f"wrote {shown(path)}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
