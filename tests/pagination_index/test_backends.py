@@ -1,5 +1,6 @@
 """The index contract, proven on every backend over its real store."""
 import random
+import re
 import threading
 import uuid
 from io import StringIO
@@ -597,11 +598,60 @@ class TestFileIndexOnS3(IndexContract):
         index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(100)])
         storage = index.storage
         keys = [item["Key"] for item in storage._list(storage.folder("g"))]
-        assert sorted(key.rsplit("/", 1)[1] for key in keys) == ["gen-00000000000000000001", "manifest"]
+        names = sorted(key.rsplit("/", 1)[1] for key in keys)
+        assert names[1] == "manifest" and re.fullmatch(r"gen-00000000000000000001-[0-9a-f]{16}", names[0])
         calls = []
         storage.client.meta.events.register("before-call.s3.GetObject", lambda params, **kw: calls.append(params))
         assert index.at("g", 42) == ("m057", sk(57))
         assert [call.get("headers", {}).get("Range") for call in calls][-1].startswith("bytes=")
+
+    def test_an_unpublished_generation_never_blocks_a_commit_and_is_deleted(self, index):
+        """A commit killed between its two PUTs (or botocore re-sending a PUT that had landed) leaves
+        a generation object no manifest names. Generation names are never reused, so later commits
+        publish anyway, and the next publish deletes the leftover (issue 42: it used to wedge the
+        group with 412 on every commit)."""
+        index.replace("g", [(f"m{n:02d}", sk(n)) for n in range(10)])
+        storage = index.storage
+        folder = storage.folder("g")
+        leftovers = [f"{folder}gen-00000000000000000002", f"{folder}gen-00000000000000000002-00000000deadbeef"]
+        for key in leftovers:
+            storage._call("put_object", Key=key, Body=b"an upload its committer never published")
+        index.add_many("g", [("new", sk(50))])
+        assert index.commit("g")
+        index.add_many("g", [("newer", sk(60))])
+        assert index.commit("g")
+        assert index.range("g", 0, 2) == [("newer", sk(60)), ("new", sk(50))] and index.count("g") == 12
+        keys = {item["Key"] for item in storage._list(folder + "gen-")}
+        assert not keys & set(leftovers)
+        assert len(keys) == 2  # the current generation and the one before it
+
+    def test_the_manifest_the_commit_was_built_on_is_the_arbiter(self, index):
+        """Host A merged its log onto the generation its view read; host B published another since.
+        A's publish is conditional on the manifest ETag of that view, so it loses (IndexUnavailable)
+        and deletes its upload instead of overwriting B's generation with one built from an older one."""
+        index.replace("g", [("a", sk(1))])
+        index.add_many("g", [("b", sk(2))])
+        assert index.count("g") == 2  # A's view: generation 1 (its manifest cached MANIFEST_SECONDS)
+        elsewhere = FileIndex(dict(index.options, PATH=index.journal.root.parent / "other-host"))
+        elsewhere.replace("g", [("c", sk(3)), ("a", sk(1))])
+        with pytest.raises(IndexUnavailable, match="another committer published first"):
+            index.commit("g")
+        storage = index.storage
+        assert storage._fetch_manifest("g")[1]["generation"] == 2
+        keys = sorted(item["Key"].rsplit("/", 1)[1] for item in storage._list(storage.folder("g") + "gen-"))
+        assert [key[:24] for key in keys] == ["gen-00000000000000000001", "gen-00000000000000000002"]
+        assert elsewhere.range("g", 0, 5) == [("c", sk(3)), ("a", sk(1))]
+
+    def test_count_many_fetches_a_pages_manifests_at_once(self, index):
+        groups = [f"g{n}" for n in range(6)]
+        for group in groups[:3]:
+            index.replace(group, [("a", sk(1))])
+        index.storage._manifests.clear()
+        threads = set()
+        index.storage.client.meta.events.register(
+            "before-call.s3.GetObject", lambda **kw: threads.add(threading.get_ident()))
+        assert index.count_many(groups) == {"g0": 1, "g1": 1, "g2": 1, "g3": 0, "g4": 0, "g5": 0}
+        assert len(threads) > 1
 
     def test_a_reader_elsewhere_sees_the_last_published_generation(self, index):
         index.replace("g", [("a", sk(1))])
