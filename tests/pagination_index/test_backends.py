@@ -449,6 +449,44 @@ class TestDynamoDBIndex(IndexContract):
         pages = page_items(index)
         assert [len(pages[p]) for p in sorted(pages)] == [3] * (len(model) // 3) + ([len(model) % 3] if len(model) % 3 else [])
 
+    def test_page_items_stay_under_their_byte_bound_whatever_the_batch(self, dynamodb_index_options, monkeypatch):
+        """Issue 42 (make run): batches of random inserts into a group far longer than MAX_SHIFT, the
+        re-mark between some of them. Marked pages grow, and the re-mark used to pile what a whole
+        run of pages grew by onto one page item and roll it on towards the newest end, until DynamoDB
+        refused it (over 400 KB: 5,828 entries on one page of the demo's product). With the bound
+        made small here (PAGE_ITEM_BYTES, 400 KB's stand-in), every page item stays under it, every
+        read stays exact, and the group ends exact after the re-mark."""
+        import pagination_index.backends.dynamodb as dynamodb
+
+        bound = 40 * 30  # 40 entries of ~30 bytes: pages of 3
+        monkeypatch.setattr(dynamodb, "PAGE_ITEM_BYTES", bound, raising=False)
+        index = DynamoDBIndex(dict(dynamodb_index_options, MAX_SHIFT=2))
+        rng = random.Random(42)
+        model = {}
+        for batch in range(12):
+            adds = [(f"m{batch:02d}{n:03d}", sk(rng.randrange(10**6))) for n in range(60)]
+            model.update(adds)
+            index.apply([Add("g", member, key) for member, key in adds])
+            if batch % 3 == 2:
+                index.remark(budget=5)
+            sizes = [dynamodb.entries_bytes(entries) if hasattr(dynamodb, "entries_bytes")
+                     else sum(len(m) + len(k) + 2 for m, k in entries) for entries in page_items(index).values()]
+            assert max(sizes) <= bound, f"batch {batch}: a page item of {max(sizes)} bytes"
+        model_check(index, model)
+        assert index.check_integrity("g") == []
+        while index.marked_groups():
+            index.remark(budget=10)
+        model_check(index, model)
+        assert not index._stats("g").marked
+
+    def test_an_item_dynamodb_refuses_as_too_large_is_a_design_error_not_an_outage(self, index):
+        """A ValidationException on the transaction (an item over 400 KB) is InvalidIndexWrite: sync_index
+        must not wait it out as an outage and retry it forever."""
+        from pagination_index.backends.dynamodb import InvalidIndexWrite
+
+        with pytest.raises(InvalidIndexWrite, match="Item size has exceeded"):
+            index.add_many("g", [("m", "9" * 410_000)])
+
     def test_two_appliers_on_one_group_at_once(self, dynamodb_index_options):
         """Two consumers (own clients) write one group concurrently: conditional transactions on
         the stats version make the loser re-read and retry; nothing is lost or doubled."""
