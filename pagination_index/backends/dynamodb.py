@@ -316,7 +316,12 @@ class DynamoDBIndex(NetWriteIndex):
         shifted) and compute the writes; None when the group already is as asked (redelivery)."""
         plan = Plan(self, group, self._stats(group, self.writer), self.writer)
         members = {member for member, _ in removals} | {member for member, _ in adds}
-        plan.load_members(members)
+        try:
+            plan.load_members(members)
+        except ClientError as exc:  # a member no key can hold (over DynamoDB's key sizes): never writable
+            if exc.response["Error"]["Code"] == "ValidationException":
+                raise InvalidIndexWrite(f"DynamoDB refused a member of group {group!r} as invalid: {exc}") from exc
+            raise
         for member, sort_key in removals:
             current = plan.members.get(member)
             if current is not None and (sort_key is None or sort_key == current):
