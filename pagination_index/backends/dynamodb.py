@@ -55,6 +55,9 @@ GENERATION_LIMIT = 10**9
 # grew by towards the newest end. Both keep each page item under this bound (far under the limit:
 # every write of a page item is billed a unit per KB, so a big one is expensive as well as fatal).
 PAGE_ITEM_BYTES = 64 * 1024
+# Marked pages the stats item may list (about 12 bytes each in `d`): the stats item is read on every
+# page view and must stay far under 400 KB too, however many page items a group has.
+MARKED_PAGES = 1000
 # CancellationReasons codes that mean another writer got there first (or nothing happened to that item).
 RACE_REASONS = frozenset({"None", "ConditionalCheckFailed", "TransactionConflict"})
 
@@ -64,7 +67,8 @@ class LostRace(Exception):
 
 
 class PageFull(Exception):
-    """An insert into a marked page item would take it past PAGE_ITEM_BYTES: re-mark the group first."""
+    """A write would take a marked page item past PAGE_ITEM_BYTES, or mark more than MARKED_PAGES page
+    items: re-mark the group first."""
 
 
 class KeptConflicting(Exception):
@@ -402,13 +406,18 @@ class DynamoDBIndex(NetWriteIndex):
                 except (IndexError, LostRace):  # another consumer wrote the group: re-read and re-plan
                     RACE.sleep(attempt)
                 except PageFull as exc:
-                    # Inserts keep landing in one marked page: carry what the pages grew by on
-                    # towards the newest end first (the re-mark sync_index runs between polls), then
-                    # plan again. Still full after that is a design limit, not an outage.
-                    if remarked:
-                        raise InvalidIndexWrite(f"{exc}, even after the group's re-mark") from exc
-                    self._remark_group(group)
-                    remarked = True
+                    # Inserts keep landing in marked pages: carry what the pages grew by on towards
+                    # the newest end first (the re-mark sync_index runs between polls), then plan
+                    # again; a step that still does not fit is halved. A single change that does not
+                    # fit an unmarked group is a design limit, not an outage.
+                    if not remarked:
+                        self._remark_group(group)
+                        remarked = True
+                        continue
+                    if len(step) > 1:
+                        steps.extendleft([step[len(step) // 2:], step[:len(step) // 2]])
+                        break
+                    raise InvalidIndexWrite(f"{exc}, even after the group's re-mark") from exc
             else:
                 raise KeptConflicting(f"{group}: still conflicting after {ATTEMPTS} attempts")
 
@@ -832,6 +841,8 @@ class Plan:
         stats.deltas.pop(stats.pages - 1, None)  # the newest page's size is implied by the count
 
     def _mark(self, page: int, delta: int) -> None:
+        if page not in self.stats.deltas and len(self.stats.deltas) >= MARKED_PAGES:
+            raise PageFull(f"{self.group}: {MARKED_PAGES} page items marked already")
         value = self.stats.deltas.get(page, 0) + delta
         if value:
             self.stats.deltas[page] = value
