@@ -28,6 +28,8 @@ CACHE_LOOKUPS = Counter("shop_cache_lookups_total", "Cache lookups by cache and 
 
 # sync_index's own (served by it, never by the web processes).
 STREAM_RECORDS = Counter("pagination_index_stream_records_total", "Stream records applied to the index.")
+RECORDS_GIVEN_UP = Counter("pagination_index_records_given_up_total",
+                           "Stream records that could not be applied (their groups marked stale), by consumer.", ["via"])
 STREAM_APPLY_LAG = Gauge("pagination_index_stream_apply_lag_seconds", "Age of the newest record applied, per shard, "
                          "when it was applied.", ["shard"], multiprocess_mode="max")
 STREAM_LEASES = Gauge("pagination_index_stream_leases_held", "Shard leases this consumer holds.",

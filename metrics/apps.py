@@ -17,3 +17,4 @@ class MetricsConfig(AppConfig):
         signals.consumer_started.connect(receivers.consumer_started, dispatch_uid="metrics.consumer_started")
         signals.stream_polled.connect(receivers.stream_polled, dispatch_uid="metrics.stream_polled")
         signals.lambda_batch_done.connect(receivers.lambda_batch_done, dispatch_uid="metrics.lambda_batch_done")
+        signals.record_given_up.connect(receivers.record_given_up, dispatch_uid="metrics.record_given_up")

@@ -26,3 +26,12 @@ def report_batch(records: list[dict], failed: int) -> None:
     if created is not None:
         emf.add_metric(name="StreamApplyLag", unit=MetricUnit.Seconds, value=max(0.0, time.time() - created.timestamp()))
     emf.flush_metrics()
+
+
+def report_given_up() -> None:
+    """A record the handler could not apply and gave up on (its groups marked stale): RecordsGivenUp,
+    which an alarm can watch (any, ever, is a group to rebuild)."""
+    emf = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "CornerShop"),
+                  service=os.environ.get("POWERTOOLS_SERVICE_NAME", "sync-index"))
+    emf.add_metric(name="RecordsGivenUp", unit=MetricUnit.Count, value=1)
+    emf.flush_metrics()

@@ -46,3 +46,13 @@ def lambda_batch_done(sender, *, records, failed, **kwargs) -> None:
     from metrics.lambda_emf import report_batch
 
     report_batch(records, failed)
+
+
+def record_given_up(sender, *, record, groups, error, **kwargs) -> None:
+    """A stream record the consumer could not apply (its groups are marked stale): counted, and on
+    Lambda also as the EMF metric RecordsGivenUp (CloudWatch)."""
+    metrics.RECORDS_GIVEN_UP.labels(sender).inc()
+    if sender == "lambda":
+        from metrics.lambda_emf import report_given_up
+
+        report_given_up()

@@ -5,7 +5,9 @@ Set DJANGO_SETTINGS_MODULE in the function's environment (the project's settings
 sources), and deploy with FunctionResponseTypes=["ReportBatchItemFailures"]: the handler answers
 {"batchItemFailures": [{"itemIdentifier": <SequenceNumber>}, ...]} naming the first record it could
 not apply and every record after it, so Lambda checkpoints just before that record and retries from
-it; per-item order holds because nothing after a failure is applied.
+it; per-item order holds because nothing after a failure is applied. A record that can never be
+applied (stream.UNAPPLIABLE) is not left to Lambda's retries and on-failure destination: its groups
+are marked stale in the database (stream.give_up) and the batch goes on.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def _apply(records: list[dict]) -> dict:
 
     from pagination_index import get_index, sources
     from pagination_index.sources import table_of_stream
-    from pagination_index.stream import apply_records
+    from pagination_index.stream import UNAPPLIABLE, apply_records, checkpoint_database, give_up
 
     index = get_index()
     table = table_of_stream(records[0].get("eventSourceARN", "")) if records else ""
@@ -67,6 +69,12 @@ def _apply(records: list[dict]) -> dict:
             try:
                 with transaction.atomic():
                     apply_records(index, [record], declared)
+            except UNAPPLIABLE as exc:
+                # Never applicable: retried, it would only block the shard until Lambda discards it
+                # (MaximumRetryAttempts, MaximumRecordAgeInSeconds) or the stream trims it. Its groups
+                # are marked stale in the database instead, and the batch goes on.
+                logger.exception("record %s cannot be applied; its groups are marked stale", _sequence_number(record))
+                give_up(record, exc, declared, using=checkpoint_database(index), via="lambda")
             except Exception:
                 logger.exception("record %s could not be applied", _sequence_number(record))
                 return {"batchItemFailures": [{"itemIdentifier": _sequence_number(r)} for r in records[position:]]}

@@ -97,8 +97,6 @@ class Fences:
 
     def __init__(self, *, owner: str, using: str, seconds: float):
         self.owner, self.using, self.seconds = owner, using, seconds
-        self._done = threading.Event()
-        self._keeper: threading.Thread | None = None
 
     def open(self, groups: Iterable[str]) -> None:
         now = timezone.now()
@@ -120,12 +118,14 @@ class Fences:
 
     @contextmanager
     def renewed(self):
-        """Keep this process's fences from expiring while the block runs."""
-        self._done.clear()
+        """Keep this process's fences from expiring while the block runs (a wave: its groups are
+        read and swapped one after another, so the last ones wait far longer than one fence lasts).
+        Each block has a keeper of its own: waves of several workers run at once."""
+        done = threading.Event()
 
         def keep():
             try:
-                while not self._done.wait(self.seconds / 3):
+                while not done.wait(self.seconds / 3):
                     RebuildFence.objects.using(self.using).filter(owner=self.owner).update(
                         expires_at=timezone.now() + timedelta(seconds=self.seconds))
             finally:
@@ -136,5 +136,5 @@ class Fences:
         try:
             yield self
         finally:
-            self._done.set()
+            done.set()
             keeper.join()

@@ -112,10 +112,11 @@ class Rebuild:
         started = timezone.now()
         self.fences.open(groups)
         try:
-            if self.settle_seconds > 0:
-                time.sleep(self.settle_seconds)
-            for group in groups:
-                self._group(group, started)
+            with self.fences.renewed():  # until the wave's last group is swapped, however long it takes
+                if self.settle_seconds > 0:
+                    time.sleep(self.settle_seconds)
+                for group in groups:
+                    self._group(group, started)
         finally:  # a failed or interrupted wave: the stream's ops held for its groups go in now
             self.fences.close(self.index, groups)
 

@@ -18,3 +18,6 @@ consumer_started = Signal()
 stream_polled = Signal()
 # The Lambda handler finished an invocation (sender: None; records=, failed= how many it left to Lambda).
 lambda_batch_done = Signal()
+# A stream record could not be applied and was given up on (sender: "sync_index" or "lambda";
+# record= the stream record, groups= the groups marked stale for it, error= the exception).
+record_given_up = Signal()

@@ -64,6 +64,51 @@ def apply_records(index: BaseIndex, records: list[dict], sources: Iterable[BaseS
     return len(ops)
 
 
+# What a record that can never be applied raises: a sort key or member the index refuses, an index
+# write DynamoDB refuses as invalid (InvalidIndexWrite, a ValueError). Retrying cannot help, and
+# waiting it out as an outage would stop the consumer at that record until the stream trims it.
+UNAPPLIABLE = (ValueError,)
+
+
+def apply_or_give_up(index: BaseIndex, records: list[dict], sources: Iterable[BaseSource], *, using: str,
+                     via: str) -> int:
+    """apply_records; when the batch holds a record that cannot be applied (UNAPPLIABLE), the records
+    one by one, giving up on each such record (give_up: its groups marked stale, durably) and
+    applying the others. An outage still raises. Returns the ops made."""
+    try:
+        return apply_records(index, records, sources)
+    except UNAPPLIABLE as exc:
+        logger.warning("a batch of %d records could not be applied (%s); applying them one by one", len(records), exc)
+    ops = 0
+    for record in records:
+        try:
+            ops += apply_records(index, [record], sources)
+        except UNAPPLIABLE as exc:
+            give_up(record, exc, sources, using=using, via=via)
+    return ops
+
+
+def give_up(record: dict, exc: Exception, sources: Iterable[BaseSource], *, using: str, via: str) -> list[str]:
+    """A record that cannot be applied is never dropped unnoticed: its groups (every group, "*", when
+    the record cannot even be read) are marked stale in the checkpoint database (StaleGroup rows:
+    verify_index fails and the pagination_index_stale_groups gauge counts them until `rebuild_index`
+    rebuilds them), it is logged as an error, and signals.record_given_up is sent (metrics)."""
+    from pagination_index import signals
+    from pagination_index.models import StaleGroup
+    from pagination_index.stale import stale_groups_mark
+
+    try:
+        groups = sorted({op.group for op in records_ops(sources, [record])}) or [StaleGroup.ALL]
+    except Exception:  # unreadable: which groups it concerned is unknown
+        groups = [StaleGroup.ALL]
+    sequence = (record.get("dynamodb") or {}).get("SequenceNumber", "?")
+    reason = (f"stream record {sequence} ({record.get('eventName', '?')}) could not be applied ({exc}); "
+              f"given up on by {via}")[:2000]
+    stale_groups_mark(groups=groups, reason=reason, using=using)
+    signals.record_given_up.send(via, record=record, groups=groups, error=exc)
+    return groups
+
+
 def checkpoint_database(index: BaseIndex) -> str:
     """Checkpoints (and leases, and stale marks) live in the index's own database when it has one,
     so one transaction covers a batch and its checkpoint; any other index is written first and
@@ -628,7 +673,8 @@ class StreamConsumer:
             # Fencing tokens: an index outside this database refuses them once a newer lease applied.
             epochs = {self.fence_name(batch.checkpoint.shard_id): batch.checkpoint.lease_epoch for batch in kept}
             with self.index.fenced(epochs):
-                ops = apply_records(self.index, records, self.sources) if records else 0
+                ops = apply_or_give_up(self.index, records, self.sources, using=self.database,
+                                       via="sync_index") if records else 0
             now = timezone.now()
             last: dict[str, Batch] = {}
             records_of: dict[str, int] = {}  # records committed per shard

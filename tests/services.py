@@ -2,6 +2,7 @@
 shared Redis or PostgreSQL)."""
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -227,10 +228,11 @@ class S3Server:
     """moto's standalone S3-compatible server (PyPI `moto[server]`) as a process of its own on a
     free port: real HTTP, ranged GETs and conditional PUTs, as the files backend's S3 storage uses."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, env: dict | None = None):
         self.folder = folder
         self.port = free_port()
         self.process = None
+        self.env = env or {}  # e.g. INITIAL_NO_AUTH_ACTION_COUNT: moto enforces IAM policies after that many requests
 
     @property
     def url(self) -> str:
@@ -242,7 +244,7 @@ class S3Server:
 
         log = open(self.folder / "moto.log", "w")
         self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                        stdout=log, stderr=subprocess.STDOUT)
+                                        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         log.close()
         for _ in range(200):
             try:

@@ -50,12 +50,25 @@ TRANSACTION_ITEMS = 100
 STEP_CHANGES = 90  # changes to one group per transaction (issue 29: never a rewrite for a large batch)
 REMARK_ITEMS = 90  # page items the re-mark's last step may write (the stats item and the list go with them)
 GENERATION_LIMIT = 10**9
+# Bytes of entries one page item may hold. DynamoDB refuses an item over 400 KB (Service quotas,
+# "Item size"); a marked page grows with every insert into it, and the re-mark carries what pages
+# grew by towards the newest end. Both keep each page item under this bound (far under the limit:
+# every write of a page item is billed a unit per KB, so a big one is expensive as well as fatal).
+PAGE_ITEM_BYTES = 64 * 1024
+# Marked pages the stats item may list (about 12 bytes each in `d`): the stats item is read on every
+# page view and must stay far under 400 KB too, however many page items a group has.
+MARKED_PAGES = 1000
 # CancellationReasons codes that mean another writer got there first (or nothing happened to that item).
 RACE_REASONS = frozenset({"None", "ConditionalCheckFailed", "TransactionConflict"})
 
 
 class LostRace(Exception):
     """Another writer changed the group between this write's reads and its transaction."""
+
+
+class PageFull(Exception):
+    """A write would take a marked page item past PAGE_ITEM_BYTES, or mark more than MARKED_PAGES page
+    items: re-mark the group first."""
 
 
 class KeptConflicting(Exception):
@@ -74,6 +87,8 @@ def cancellation(exc: ClientError) -> Exception:
     code = exc.response["Error"]["Code"]
     if code == "TransactionConflictException":
         return LostRace(str(exc))
+    if code == "ValidationException":  # e.g. "Item size has exceeded the maximum allowed size": a design error
+        return InvalidIndexWrite(f"DynamoDB refused the index write as invalid: {exc}")
     if code != "TransactionCanceledException":
         return exc
     reasons = {reason.get("Code", "None") for reason in exc.response.get("CancellationReasons", [])}
@@ -95,6 +110,28 @@ def member_key(generation: int, member: str) -> str:
 def older(a: Entry, b: Entry) -> bool:
     """Whether entry a comes before entry b counted from the oldest (sort key, then member)."""
     return (a[1], a[0]) < (b[1], b[0])
+
+
+def entries_bytes(entries: Sequence[Entry]) -> int:
+    """What a page item's entries add to its size: each member and sort key as a string element of a
+    list (its UTF-8 bytes and 1 byte: DynamoDB's item size rules)."""
+    return sum(len(member.encode()) + len(key.encode()) + 2 for member, key in entries)
+
+
+def spread(entries: list[Entry], size: int, span: int, most: int) -> tuple[int, list[list[Entry]]]:
+    """The re-mark's layout of a run of page items: `span` pages, as many as possible (at most
+    `most`) exact ones of `size` first, then the rest spread evenly enough over the remaining pages
+    that none passes PAGE_ITEM_BYTES (piled on one page, what a region grew by rolled on towards
+    the newest end and grew past 400 KB: issue 42). Returns (exact pages, the pages' entries);
+    (0, []) when no exact page fits."""
+    for full in range(min(most, span - 1 if span > 1 else 1), 0, -1):
+        rest = entries[full * size:]
+        per = max(size, -(-len(rest) // (span - full)))
+        pages = [entries[i * size:(i + 1) * size] for i in range(full)]
+        pages += [rest[i:i + per] for i in range(0, per * (span - full), per)]
+        if all(entries_bytes(page) <= PAGE_ITEM_BYTES for page in pages) and sum(map(len, pages)) == len(entries):
+            return full, pages
+    return 0, []
 
 
 class Stats:
@@ -283,7 +320,12 @@ class DynamoDBIndex(NetWriteIndex):
         shifted) and compute the writes; None when the group already is as asked (redelivery)."""
         plan = Plan(self, group, self._stats(group, self.writer), self.writer)
         members = {member for member, _ in removals} | {member for member, _ in adds}
-        plan.load_members(members)
+        try:
+            plan.load_members(members)
+        except ClientError as exc:  # a member no key can hold (over DynamoDB's key sizes): never writable
+            if exc.response["Error"]["Code"] == "ValidationException":
+                raise InvalidIndexWrite(f"DynamoDB refused a member of group {group!r} as invalid: {exc}") from exc
+            raise
         for member, sort_key in removals:
             current = plan.members.get(member)
             if current is not None and (sort_key is None or sort_key == current):
@@ -313,6 +355,9 @@ class DynamoDBIndex(NetWriteIndex):
                     plan = self._plan_group(group, group_removes, group_adds)
                 except IndexError:  # a page item changed under the reads (another consumer): plan again
                     lost.append(group)
+                    continue
+                except PageFull:
+                    self._apply_in_steps(group, group_removes, group_adds)
                     continue
                 if plan is None:
                     continue
@@ -347,6 +392,7 @@ class DynamoDBIndex(NetWriteIndex):
             step = steps.popleft()
             step_removals = [change for is_removal, change in step if is_removal]
             step_adds = [change for is_removal, change in step if not is_removal]
+            remarked = False
             for attempt in range(ATTEMPTS):
                 try:
                     plan = self._plan_group(group, step_removals, step_adds)
@@ -359,6 +405,19 @@ class DynamoDBIndex(NetWriteIndex):
                     break
                 except (IndexError, LostRace):  # another consumer wrote the group: re-read and re-plan
                     RACE.sleep(attempt)
+                except PageFull as exc:
+                    # Inserts keep landing in marked pages: carry what the pages grew by on towards
+                    # the newest end first (the re-mark sync_index runs between polls), then plan
+                    # again; a step that still does not fit is halved. A single change that does not
+                    # fit an unmarked group is a design limit, not an outage.
+                    if not remarked:
+                        self._remark_group(group)
+                        remarked = True
+                        continue
+                    if len(step) > 1:
+                        steps.extendleft([step[len(step) // 2:], step[:len(step) // 2]])
+                        break
+                    raise InvalidIndexWrite(f"{exc}, even after the group's re-mark") from exc
             else:
                 raise KeptConflicting(f"{group}: still conflicting after {ATTEMPTS} attempts")
 
@@ -430,7 +489,8 @@ class DynamoDBIndex(NetWriteIndex):
         """Shift the entries of up to MAX_SHIFT + 1 page items, from the first marked one, back into
         exact pages: one transaction. True when the group is left unmarked. (The last step, which
         reaches the newest page item, may write up to 90 page items: what a marked page had grown
-        by is spread over new ones; past that, the newest page item holds the rest.)"""
+        by is spread over new ones. A step carries what its pages grew by on to the pages after its
+        exact ones, spread so that no page item passes PAGE_ITEM_BYTES: see spread().)"""
         for attempt in range(ATTEMPTS):
             stats = self._stats(group, self.writer)
             if not stats.marked:
@@ -443,34 +503,28 @@ class DynamoDBIndex(NetWriteIndex):
             entries = [entry for page in range(first, last + 1) for entry in pages[page]]
             size = self.page_size
             new = plan.stats
-            if last == stats.pages - 1:  # to the newest end: exact pages, the emptied ones deleted
-                count = min((len(entries) + size - 1) // size, REMARK_ITEMS)
-                for i, page in enumerate(range(first, max(last + 1, first + count))):
-                    if i < count - 1:
-                        plan.put_page(page, entries[i * size:(i + 1) * size])
-                    elif i == count - 1:  # the newest page item: the rest (more than P only past MAX_SHIFT)
-                        plan.put_page(page, entries[i * size:])
-                    else:
-                        plan.put_page(page, None)
-                new.pages = first + count
-                new.deltas = {}
-            else:
-                full = min(self.max_shift, len(entries) // size)
-                if not full:  # fewer than P entries over MAX_SHIFT + 1 pages: rewrite the group
-                    self._rewrite(group, lambda old: old)
-                    return True
-                for i, page in enumerate(range(first, last + 1)):
-                    if i < full:
-                        plan.put_page(page, entries[i * size:(i + 1) * size])
-                    elif i == full:
-                        plan.put_page(page, entries[full * size:])
-                    else:
-                        plan.put_page(page, [])
-                for page in range(first, last + 1):
-                    new.deltas.pop(page, None)
-                    delta = len(plan.pages[page]) - size
-                    if delta:
-                        new.deltas[page] = delta
+            newest = last == stats.pages - 1
+            # To the newest end: exact pages, new ones as needed (up to REMARK_ITEMS), the emptied
+            # ones deleted. Short of it: the first pages exact, the rest spread over the others.
+            span = max(last + 1 - first, min(-(-len(entries) // size), REMARK_ITEMS)) if newest else last + 1 - first
+            full, layout = spread(entries, size, span, len(entries) // size if newest else self.max_shift)
+            if not full and not (newest and len(entries) <= size):
+                # fewer than P entries over MAX_SHIFT + 1 pages, or more than the pages can hold: rewrite the group
+                self._rewrite(group, lambda old: old)
+                return True
+            if not full:  # the newest end holds less than a page
+                layout = [entries] + [[] for _ in range(span - 1)]
+            for page, held in zip(range(first, first + span), layout):
+                plan.put_page(page, held if held or not newest else None)
+                new.deltas.pop(page, None)
+                if len(held) != size:
+                    new.deltas[page] = len(held) - size
+            for page in range(first + span, last + 1):  # (only at the newest end: emptied pages)
+                plan.put_page(page, None)
+            if newest:
+                new.pages = first + sum(1 for held in layout if held)
+                for page in [page for page in new.deltas if page >= new.pages - 1]:
+                    del new.deltas[page]  # the newest page's size is implied by the count
             plan.changed = True
             try:
                 self._transact(plan.actions())
@@ -479,6 +533,12 @@ class DynamoDBIndex(NetWriteIndex):
                 continue
             return not new.marked
         return False
+
+    def _remark_group(self, group: str) -> None:
+        """Re-mark steps on one group until it is unmarked (each a bounded transaction)."""
+        for _ in range(4 * (self._stats(group, self.writer).pages // self.max_shift) + 10):
+            if self.remark_step(group):
+                return
 
     def remark(self, budget: int = 50) -> int:
         """Background work: up to `budget` re-mark steps over the marked groups; returns the steps
@@ -736,6 +796,8 @@ class Plan:
             else:
                 self.put_page(last, entries)
         else:  # mark: page `page` grows by one, the pages after it keep their entries
+            if entries_bytes(entries) > PAGE_ITEM_BYTES:
+                raise PageFull(f"{self.group}: page item {page} would pass {PAGE_ITEM_BYTES} bytes")
             self.put_page(page, entries)
             self._mark(page, +1)
 
@@ -779,6 +841,8 @@ class Plan:
         stats.deltas.pop(stats.pages - 1, None)  # the newest page's size is implied by the count
 
     def _mark(self, page: int, delta: int) -> None:
+        if page not in self.stats.deltas and len(self.stats.deltas) >= MARKED_PAGES:
+            raise PageFull(f"{self.group}: {MARKED_PAGES} page items marked already")
         value = self.stats.deltas.get(page, 0) + delta
         if value:
             self.stats.deltas[page] = value

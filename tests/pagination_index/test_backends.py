@@ -1,5 +1,6 @@
 """The index contract, proven on every backend over its real store."""
 import random
+import re
 import threading
 import uuid
 from io import StringIO
@@ -448,6 +449,48 @@ class TestDynamoDBIndex(IndexContract):
         pages = page_items(index)
         assert [len(pages[p]) for p in sorted(pages)] == [3] * (len(model) // 3) + ([len(model) % 3] if len(model) % 3 else [])
 
+    def test_page_items_stay_under_their_byte_bound_whatever_the_batch(self, dynamodb_index_options, monkeypatch):
+        """Issue 42 (make run): batches of random inserts into a group far longer than MAX_SHIFT, the
+        re-mark between some of them. Marked pages grow, and the re-mark used to pile what a whole
+        run of pages grew by onto one page item and roll it on towards the newest end, until DynamoDB
+        refused it (over 400 KB: 5,828 entries on one page of the demo's product). With the bound
+        made small here (PAGE_ITEM_BYTES, 400 KB's stand-in), every page item stays under it, the
+        stats item lists a bounded number of marked pages, every read stays exact, and the group ends
+        exact after the re-mark."""
+        import pagination_index.backends.dynamodb as dynamodb
+
+        bound = 40 * 30  # 40 entries of ~30 bytes: pages of 3
+        monkeypatch.setattr(dynamodb, "PAGE_ITEM_BYTES", bound, raising=False)
+        monkeypatch.setattr(dynamodb, "MARKED_PAGES", 8, raising=False)  # the stats item's `d`, bounded too
+        index = DynamoDBIndex(dict(dynamodb_index_options, MAX_SHIFT=2))
+        rng = random.Random(42)
+        model = {}
+        for batch in range(12):
+            adds = [(f"m{batch:02d}{n:03d}", sk(rng.randrange(10**6))) for n in range(60)]
+            model.update(adds)
+            index.apply([Add("g", member, key) for member, key in adds])
+            if batch % 3 == 2:
+                index.remark(budget=5)
+            sizes = [dynamodb.entries_bytes(entries) if hasattr(dynamodb, "entries_bytes")
+                     else sum(len(m) + len(k) + 2 for m, k in entries) for entries in page_items(index).values()]
+            assert max(sizes) <= bound, f"batch {batch}: a page item of {max(sizes)} bytes"
+            # a write marks at most MARKED_PAGES; a re-mark step may leave its own window's pages marked
+            assert len(index._stats("g").deltas) <= 8 + 90
+        model_check(index, model)
+        assert index.check_integrity("g") == []
+        while index.marked_groups():
+            index.remark(budget=10)
+        model_check(index, model)
+        assert not index._stats("g").marked
+
+    def test_an_item_dynamodb_refuses_as_too_large_is_a_design_error_not_an_outage(self, index):
+        """A ValidationException on the transaction (an item over 400 KB) is InvalidIndexWrite: sync_index
+        must not wait it out as an outage and retry it forever."""
+        from pagination_index.backends.dynamodb import InvalidIndexWrite
+
+        with pytest.raises(InvalidIndexWrite, match="Item size has exceeded"):
+            index.add_many("g", [("m", "9" * 410_000)])
+
     def test_two_appliers_on_one_group_at_once(self, dynamodb_index_options):
         """Two consumers (own clients) write one group concurrently: conditional transactions on
         the stats version make the loser re-read and retry; nothing is lost or doubled."""
@@ -597,11 +640,60 @@ class TestFileIndexOnS3(IndexContract):
         index.replace("g", [(f"m{n:03d}", sk(n)) for n in range(100)])
         storage = index.storage
         keys = [item["Key"] for item in storage._list(storage.folder("g"))]
-        assert sorted(key.rsplit("/", 1)[1] for key in keys) == ["gen-00000000000000000001", "manifest"]
+        names = sorted(key.rsplit("/", 1)[1] for key in keys)
+        assert names[1] == "manifest" and re.fullmatch(r"gen-00000000000000000001-[0-9a-f]{16}", names[0])
         calls = []
         storage.client.meta.events.register("before-call.s3.GetObject", lambda params, **kw: calls.append(params))
         assert index.at("g", 42) == ("m057", sk(57))
         assert [call.get("headers", {}).get("Range") for call in calls][-1].startswith("bytes=")
+
+    def test_an_unpublished_generation_never_blocks_a_commit_and_is_deleted(self, index):
+        """A commit killed between its two PUTs (or botocore re-sending a PUT that had landed) leaves
+        a generation object no manifest names. Generation names are never reused, so later commits
+        publish anyway, and the next publish deletes the leftover (issue 42: it used to wedge the
+        group with 412 on every commit)."""
+        index.replace("g", [(f"m{n:02d}", sk(n)) for n in range(10)])
+        storage = index.storage
+        folder = storage.folder("g")
+        leftovers = [f"{folder}gen-00000000000000000002", f"{folder}gen-00000000000000000002-00000000deadbeef"]
+        for key in leftovers:
+            storage._call("put_object", Key=key, Body=b"an upload its committer never published")
+        index.add_many("g", [("new", sk(50))])
+        assert index.commit("g")
+        index.add_many("g", [("newer", sk(60))])
+        assert index.commit("g")
+        assert index.range("g", 0, 2) == [("newer", sk(60)), ("new", sk(50))] and index.count("g") == 12
+        keys = {item["Key"] for item in storage._list(folder + "gen-")}
+        assert not keys & set(leftovers)
+        assert len(keys) == 2  # the current generation and the one before it
+
+    def test_the_manifest_the_commit_was_built_on_is_the_arbiter(self, index):
+        """Host A merged its log onto the generation its view read; host B published another since.
+        A's publish is conditional on the manifest ETag of that view, so it loses (IndexUnavailable)
+        and deletes its upload instead of overwriting B's generation with one built from an older one."""
+        index.replace("g", [("a", sk(1))])
+        index.add_many("g", [("b", sk(2))])
+        assert index.count("g") == 2  # A's view: generation 1 (its manifest cached MANIFEST_SECONDS)
+        elsewhere = FileIndex(dict(index.options, PATH=index.journal.root.parent / "other-host"))
+        elsewhere.replace("g", [("c", sk(3)), ("a", sk(1))])
+        with pytest.raises(IndexUnavailable, match="another committer published first"):
+            index.commit("g")
+        storage = index.storage
+        assert storage._fetch_manifest("g")[1]["generation"] == 2
+        keys = sorted(item["Key"].rsplit("/", 1)[1] for item in storage._list(storage.folder("g") + "gen-"))
+        assert [key[:24] for key in keys] == ["gen-00000000000000000001", "gen-00000000000000000002"]
+        assert elsewhere.range("g", 0, 5) == [("c", sk(3)), ("a", sk(1))]
+
+    def test_count_many_fetches_a_pages_manifests_at_once(self, index):
+        groups = [f"g{n}" for n in range(6)]
+        for group in groups[:3]:
+            index.replace(group, [("a", sk(1))])
+        index.storage._manifests.clear()
+        threads = set()
+        index.storage.client.meta.events.register(
+            "before-call.s3.GetObject", lambda **kw: threads.add(threading.get_ident()))
+        assert index.count_many(groups) == {"g0": 1, "g1": 1, "g2": 1, "g3": 0, "g4": 0, "g5": 0}
+        assert len(threads) > 1
 
     def test_a_reader_elsewhere_sees_the_last_published_generation(self, index):
         index.replace("g", [("a", sk(1))])

@@ -3,9 +3,11 @@ the budget, and what the stream carries meanwhile is held only for the products 
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from pagination_index import get_index
 from tests.config import index_config, source_of
@@ -76,3 +78,44 @@ def test_a_rebuild_throttled_past_its_attempts_fails_with_a_clear_error_and_resu
     strict_endpoint.set_faults([])
     call_command("rebuild_index", resume=True, verbosity=0)
     assert_index_equals_table("T-0")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_waves_fences_are_renewed_until_its_last_group_is_swapped(comments_table, dynamodb_index_options, settings):
+    """Issue 42: a wave fences its groups once, then reads and swaps them one after another. Fences
+    of 1 s here, and the first group's read takes 3 s: the second group's fence must still hold when
+    the stream sends a write for it, so the write is journaled and replayed onto the rebuilt group
+    (an expired fence let it go straight to the old group, and the swap then lost it). On the
+    DynamoDB index: a relational index on SQLite would hold the database's write lock through the
+    slow read, and the renewal with it."""
+    settings.PAGINATION_INDEX = index_config(BACKEND=settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
+                                             OPTIONS=dynamodb_index_options)
+    from pagination_index.backends.base import Add
+    from pagination_index.fences import apply_fenced
+    from pagination_index.models import StaleGroup
+    from pagination_index.rebuild import Rebuild
+    from pagination_index.stream import checkpoint_database
+    from pagination_index.testing import sk
+
+    for n, sku in enumerate(("F-A", "F-B")):
+        factories.seed(sku, 4, seed=60 + n)
+    index = get_index()
+    using = checkpoint_database(index)
+    source = source_of("F-A")
+    read = source.group_entries
+
+    def slow_first(group, **kwargs):
+        if group == "F-A":
+            time.sleep(3)  # three fence lengths
+            assert RebuildFence.objects.using(using).get(group="F-B").expires_at > timezone.now()
+            apply_fenced(index, [Add("F-B", "written-meanwhile", sk(10**9))], using=using)
+        yield from read(group, **kwargs)
+
+    source.group_entries = slow_first
+    try:
+        Rebuild(index=index, source=source, using=using, fence_seconds=1, settle_seconds=0).wave(["F-A", "F-B"])
+    finally:
+        del source.group_entries
+    assert index.count("F-B") == 5 and index.at("F-B", 0) == ("written-meanwhile", sk(10**9))
+    assert not StaleGroup.objects.using(using).exists()
+    assert not RebuildFence.objects.using(using).exists()

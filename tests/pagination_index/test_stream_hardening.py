@@ -359,3 +359,52 @@ def test_lambda_handler_finishes_the_dynamodb_re_mark(dynamodb_index_options, se
     assert handler({"Records": []}, None) == {"batchItemFailures": []}
     assert index.marked_groups() == [] and index.check_integrity("g") == []
     assert index.count("g") == 31 and index.range("g", 29, 31) == [("x", sk(1)), ("m00", sk(0))]
+
+
+def _a_record_the_dynamodb_index_refuses(settings, dynamodb_index_options) -> str:
+    """Comments of A and B, and among A's one whose member DynamoDB refuses in the index (a 1,500-byte
+    id makes the member item's sort key pass DynamoDB's 1,024 bytes: a ValidationException, every
+    time). Returns that comment's product's stale-group reason prefix."""
+    settings.PAGINATION_INDEX = index_config(**{"BACKEND": settings.PAGINATION_INDEX_BACKENDS["dynamodb"],
+                                               "OPTIONS": dynamodb_index_options})
+    a = factories.seed("A", 3, seed=70)
+    put(dataclasses.replace(a[0], pk="p" * 1500, sk="2030-01-01T00:00:00.000000Z"))
+    factories.seed("B", 2, seed=71)
+    return "stream record "
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_index_gives_up_on_a_record_it_cannot_apply_durably(comments_table, dynamodb_index_options, settings):
+    """Issue 42 / 45 L6: a record that can never be applied used to be waited out as an outage (the
+    consumer stopped at it until the stream trimmed it, 24 h). Now it is given up on, visibly and
+    durably: its groups are marked stale (verify_index fails, the stale-groups gauge counts them,
+    rebuild_index repairs them), and everything else is applied."""
+    from pagination_index import signals
+
+    reason = _a_record_the_dynamodb_index_refuses(settings, dynamodb_index_options)
+    given_up = []
+    signals.record_given_up.connect(lambda sender, **kw: given_up.append((sender, kw["groups"])), weak=False,
+                                    dispatch_uid="test.given_up")
+    try:
+        result = consumer().run(once=True)
+    finally:
+        signals.record_given_up.disconnect(dispatch_uid="test.given_up")
+    assert result.records == 6
+    assert get_index().count("A") == 3 and get_index().count("B") == 2
+    marks = dict(StaleGroup.objects.values_list("group", "reason"))
+    assert "A" in marks and marks["A"].startswith(reason) and "could not be applied" in marks["A"]
+    assert given_up and given_up[0][0] == "sync_index" and "A" in given_up[0][1]
+    assert not consumer().run(once=True).records  # checkpointed past it: not met again
+    with pytest.raises(CommandError, match="lost stream records"):
+        call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
+
+
+@pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
+def test_lambda_gives_up_on_a_record_it_cannot_apply_durably(comments_table, dynamodb_index_options, settings):
+    """The same record through the Lambda handler: not left to Lambda's retries, age limit and on-failure
+    destination (where it used to expire unnoticed), but marked stale in the database; the batch goes on."""
+    _a_record_the_dynamodb_index_refuses(settings, dynamodb_index_options)
+    event = lambda_event(read_stream_records(stream_arn()), stream_arn())
+    assert handler(event, None) == {"batchItemFailures": []}
+    assert get_index().count("A") == 3 and get_index().count("B") == 2
+    assert "A" in set(StaleGroup.objects.values_list("group", flat=True))

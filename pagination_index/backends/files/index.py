@@ -30,7 +30,7 @@ from pagination_index.sortkeys import micros_sort_key
 from ..base import Entry, NetWriteIndex, Removal, newest_first
 from . import format as fmt
 from . import log as wal
-from .s3 import S3Storage
+from .s3 import ManifestMoved, S3Storage
 from .storage import Generation, GenerationFile, LocalStorage, sync_batch
 
 # replace() reads its entries this many at a time (about 10 MB of Python strings).
@@ -49,7 +49,7 @@ class GroupUnsettled(Exception):
 
 
 # The files' and S3's own failures: each an IndexUnavailable, through the funnel on every public method.
-FAILURES = (OSError, fmt.CorruptFile, GroupUnsettled, BotoCoreError, ClientError)
+FAILURES = (OSError, fmt.CorruptFile, GroupUnsettled, ManifestMoved, BotoCoreError, ClientError)
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,12 @@ class FileIndex(NetWriteIndex):
     # --- reads ---------------------------------------------------------------------------------
     def count(self, group: str) -> int:
         return self._view(group).count()
+
+    def count_many(self, groups: Iterable[str]) -> dict[str, int]:
+        groups = list(groups)
+        if isinstance(self.storage, S3Storage):  # a round trip per manifest: fetch them at once
+            self.storage.prefetch(groups)
+        return {group: self.count(group) for group in groups}
 
     def at(self, group: str, rank: int) -> Entry | None:
         view = self._view(group)
@@ -515,7 +521,10 @@ class FileIndex(NetWriteIndex):
             self.storage.publish(group, generation, out, tidy=tidy)
         else:
             self.journal.remove_temporary(group)  # dead writers' leftovers; `out` is locked, so stays
-            self.storage.publish(group, generation, out)
+            # The manifest as the view read it is the one arbiter: if another committer published
+            # since, this one loses (ManifestMoved) instead of overwriting what it did not merge.
+            self.storage.publish(group, generation, out, expected=view.stamp,
+                                 previous=view.base.key if view.base else None)
         self.storage.forget(group)  # our own next read looks at the new generation at once
         self._drop_logs(group, view, tidy)
 
