@@ -41,8 +41,15 @@ class RespIndex(RedisIndex):
             raise ImproperlyConfigured("RespIndex: OPTIONS['LOCATION'] must be serve_index's URL (PAGINATION_INDEX_RESP_URL)")
         self.prefix = ""
         self.cluster = False
+        self.sentinel = False
+        # One server owns the files and has no replicas to WAIT for.
+        self.wait_replicas, self.wait_timeout = 0, 0.0
         self._client = None
         self._writer = None
+
+    # serve_index has no WATCH, so no fencing tokens: its writes are ordered by the one server, and a
+    # consumer that lost its lease can still write a batch it read before (docs/backends-resp.md).
+    fenced = NetWriteIndex.fenced
 
     @property
     def writer(self):
