@@ -50,7 +50,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str],
     parser.add_argument("--no-wait", action="store_true", help="Start the task and print its ARN only.")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                         help="An environment variable over the task definition's (e.g. PAGINATION_INDEX_BACKEND=dynamodb "
-                             "to build the next backend); repeat for more. Never a secret: those are the stack's.")
+                             "to build the next backend); repeat for more. Shown in the task's description: no lasting secret "
+                             "(the stack's secrets reach the task from Secrets Manager).")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="The manage.py command and its arguments, after --.")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
