@@ -35,7 +35,8 @@ import uuid
 from pathlib import Path
 
 from bench.common import format_table, machine_info, stamp, write_json
-from pagination_index import BaseSource, micros_sort_key
+from pagination_index import BaseSource
+from pagination_index.sortkeys import micros_sort_key
 
 SMOKE_SIZES, SIZES = [10_000], [100_000, 1_000_000]
 BACKENDS = ["relational", "files", "redis"]
