@@ -4,7 +4,7 @@
     python -m bench.dynamodb_memory --smoke                  # 500 and 5,000 (< 1 min on a quiet machine)
     python -m bench.dynamodb_memory --sizes 20000,1000000    # any sizes
 
-Each size is a shop of one product on a DynamoDB Local of its own: its comments (bench.scale's
+Each size is a shop of one product on a DynamoDB Local of its own (in memory, 3 GB of heap): its comments (bench.scale's
 generator, 200-byte bodies) seeded into the comments table, then rebuilt into the DynamoDB index
 table by `rebuild_index` (the product's group and its five rating groups: two index entries a
 comment), then checked by `verify_index`, each command in a process of its own: peak RSS (/proc's
@@ -54,6 +54,7 @@ print(json.dumps({"seconds": time.perf_counter() - started, "cpu_seconds": time.
                   "peak_rss_mib": peak_mib()}))
 """
 SKU = "P0000000"
+HEAP = "3g"
 
 
 def seed(comments: int) -> None:
@@ -84,15 +85,25 @@ def seed(comments: int) -> None:
             list(pool.map(flush, [chunk[i:i + 25] for i in range(0, len(chunk), 25)]))
 
 
-def measure(comments: int, folder: Path, endpoint: str) -> dict:
-    """Seed a comments table of its own with one product, then rebuild_index and verify_index."""
+def measure(comments: int, folder: Path) -> dict:
+    """Seed a DynamoDB Local of its own with one product, then rebuild_index and verify_index. In
+    memory, with a heap of HEAP (the tests' 512 MB would leave 200,000 comments and their index items
+    collecting all the time; on disk, DynamoDB Local writes about 30 items a second)."""
+    os.environ.setdefault("DYNAMODB_LOCAL_HEAP", HEAP)  # read when stack.dynamodb_local is imported
+    from stack.dynamodb_local import DynamoDBLocal
+
+    database = DynamoDBLocal(log_path=folder / "dynamodb.log").start()
+    endpoint = database.endpoint_url
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "shop.settings", "DJANGO_SECRET_KEY": "bench-only-not-secret",
            "SHOP_VAR_DIR": str(folder), "PAGINATION_INDEX_BACKEND": "dynamodb",
-           "DYNAMODB_ENDPOINT_URL": endpoint, "COMMENTS_TABLE": f"comments-{comments}",
+           "DYNAMODB_ENDPOINT_URL": endpoint, "COMMENTS_TABLE": "comments",
            "REBUILD_SETTLE_SECONDS": "0", "LOG_LEVEL": "WARNING"}
-    setup = run_child(CHILD, ["setup", str(comments)], env)
-    rebuild = run_child(CHILD, ["rebuild_index"], env)
-    verify = run_child(CHILD, ["verify_index"], env)
+    try:
+        setup = run_child(CHILD, ["setup", str(comments)], env)
+        rebuild = run_child(CHILD, ["rebuild_index"], env)
+        verify = run_child(CHILD, ["verify_index"], env)
+    finally:
+        database.stop()
     return {"comments": comments, "index_entries": 2 * comments, **setup, "rebuild_index": rebuild, "verify_index": verify,
             "cpu_ms_per_comment": {"rebuild_index": 1000 * rebuild["cpu_seconds"] / comments,
                                    "verify_index": 1000 * verify["cpu_seconds"] / comments}}
@@ -105,20 +116,16 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")] if args.sizes else (SMOKE_SIZES if args.smoke else SIZES)
     load_at_start = os.getloadavg()
-    from stack.dynamodb_local import DynamoDBLocal
-
     folder = Path(tempfile.mkdtemp(prefix="bench-dynamodb-memory-"))
-    database = DynamoDBLocal(log_path=folder / "dynamodb.log").start()
     results = []
     try:
         for comments in sizes:
             started = time.monotonic()
             work = folder / str(comments)
             work.mkdir()
-            results.append(measure(comments, work, database.endpoint_url))
+            results.append(measure(comments, work))
             print(f"{comments:,} comments: {time.monotonic() - started:.0f} s (load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
-        database.stop()
         shutil.rmtree(folder, ignore_errors=True)
     rows = [[f"{r['comments']:,}", command, f"{r[command]['peak_rss_mib']:.0f}", f"{r[command]['seconds']:.1f}",
              f"{1000 * r['cpu_ms_per_comment'][command]:.0f}"]
