@@ -68,13 +68,6 @@ def _moderation_action(service, *, description: str, done: str):
                 changed += bool(service(comment_id=record.comment_id, actor=request.user, reason=reason))
             except services.NoSuchComment:
                 missing += 1
-            except TooManyToRead as exc:
-                # The whole partition in one request would hold a worker (and the proxy's timeout) for
-                # as long as a large product takes to read: the command has no such limit.
-                self.message_user(request, f"{exc.sku} has more than {exc.limit:,} comments, too many to read for an "
-                                           "erasure by author name within one page request: nothing was changed. Run "
-                                           f"`manage.py erase_comments --product {exc.sku} --author NAME --reason TEXT` "
-                                           "instead (--dry-run lists what it would erase).", messages.ERROR)
             except StoreUnavailable:
                 modeladmin.message_user(request, "DynamoDB is not answering: nothing more was changed. "
                                                  "Try again in a minute.", messages.ERROR)
