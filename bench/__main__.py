@@ -8,7 +8,7 @@ import time
 
 BENCHMARKS = [
     "bench.index_depth", "bench.relational_depth", "bench.relational_writes", "bench.filtered_pages",
-    "bench.sync_rate", "bench.index_memory", "bench.files_index", "bench.redis_cluster", "bench.dynamodb_cost", "bench.page_depth",
+    "bench.sync_rate", "bench.index_memory", "bench.files_index", "bench.redis_cluster", "bench.dynamodb_cost", "bench.dynamodb_memory", "bench.page_depth",
     "bench.request_cpu", "bench.query_paths", "bench.render_cpu", "bench.load", "bench.abuse", "bench.chaos", "bench.credentials", "bench.moderation", "bench.scale", "bench.scale_bulk", "bench.rebuild_read",
     "bench.streams", "bench.resp", "bench.redis_wait", "bench.faults_net",
 ]

@@ -7,7 +7,6 @@ from prometheus_client import start_http_server
 
 from metrics import STALE_GROUPS, STREAM_APPLY_LAG, STREAM_LAST_POLL, STREAM_LEASES, STREAM_RECORDS
 
-
 def serve(port: int, address: str = "0.0.0.0") -> None:
     """Prometheus' scrape endpoint in a daemon thread of this process."""
     start_http_server(port, addr=address)

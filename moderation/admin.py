@@ -4,6 +4,7 @@ goes through moderation.services, which writes the audit entry."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
 from django.core.exceptions import PermissionDenied
@@ -14,6 +15,7 @@ from django.urls import path
 from comments.table.client import StoreUnavailable
 from moderation import services
 from moderation.models import AuditEntry, ModeratedComment, Report
+from moderation.table import TooManyToRead
 from pagination_index.admin import ReadOnlyModelAdmin
 
 MODERATE_PERMISSION = "moderation.moderate_comment"
@@ -124,11 +126,19 @@ class ModeratedCommentAdmin(ReadOnlyModelAdmin):
             data = form.cleaned_data
             try:
                 erasure = services.erasure_matches(sku=data["sku"] or None, author=data["author"] or None,
-                                                   comment_ids=data["id_list"])
+                                                   comment_ids=data["id_list"],
+                                                   read_limit=settings.MODERATION_ERASE_WEB_READ_LIMIT)
                 if "erase" in request.POST and erasure.found:
                     services.comments_erase(erasure=erasure, actor=request.user, reason=data["reason"])
                     self.message_user(request, f"{erasure.deleted} comment(s) erased.", messages.SUCCESS)
                     erasure = None
+            except TooManyToRead as exc:
+                # The whole partition in one request would hold a worker (and the proxy's timeout) for
+                # as long as a large product takes to read: the command has no such limit.
+                self.message_user(request, f"{exc.sku} has more than {exc.limit:,} comments, too many to read for an "
+                                           "erasure by author name within one page request: nothing was changed. Run "
+                                           f"`manage.py erase_comments --product {exc.sku} --author NAME --reason TEXT` "
+                                           "instead (--dry-run lists what it would erase).", messages.ERROR)
             except StoreUnavailable:
                 self.message_user(request, "DynamoDB is not answering: nothing more was changed. "
                                            "Try again in a minute.", messages.ERROR)

@@ -167,9 +167,10 @@ class Erasure:
 
 
 def erasure_matches(*, sku: str | None = None, author: str | None = None,
-                    comment_ids: Iterable[str] = ()) -> Erasure:
+                    comment_ids: Iterable[str] = (), read_limit: int | None = None) -> Erasure:
     """The comments an erasure request names: every comment by `author` (exact name) on product `sku`,
-    shown or hidden, and/or the listed ids."""
+    shown or hidden, and/or the listed ids. `read_limit`: at most that many of the product's comments
+    read for the author's (table.TooManyToRead past it: a web request's bound)."""
     erasure = Erasure()
     seen = set()
     if author is not None:
@@ -177,7 +178,7 @@ def erasure_matches(*, sku: str | None = None, author: str | None = None,
             raise ValueError("An erasure by author names the product (sku) too.")
         hidden_ids = ModeratedComment.objects.filter(sku=sku, state=ModeratedComment.State.HIDDEN) \
             .values_list("comment_id", flat=True)
-        candidates = table.shown_comments_by_author(sku, author) + [
+        candidates = table.shown_comments_by_author(sku, author, read_limit=read_limit) + [
             comment for comment in map(table.find_comment, hidden_ids)
             if comment is not None and comment.hidden and comment.author == author]
         for comment in candidates:

@@ -121,14 +121,30 @@ def delete(comment: StoredComment) -> bool:
     return True
 
 
+class TooManyToRead(Exception):
+    """An erasure by author would read more of a product's comments than one web request may."""
+
+    def __init__(self, sku: str, limit: int):
+        super().__init__(f"{sku} has more than {limit:,} comments to read for an erasure by author name")
+        self.sku, self.limit = sku, limit
+
+
 @store_errors("Query of an author's comments")
-def shown_comments_by_author(sku: str, author: str) -> list[StoredComment]:
+def shown_comments_by_author(sku: str, author: str, *, read_limit: int | None = None) -> list[StoredComment]:
     """Every shown comment by exactly this author name on a product: the product's GSI partition,
     filtered (DynamoDB still reads the whole partition; an erasure is rare). Hidden comments are in
-    no GSI: the moderation's own records name them (services.comments_erase)."""
+    no GSI: the moderation's own records name them (services.comments_erase). With `read_limit`, more
+    items than that in the partition raise TooManyToRead (checked page by page, before reading on)."""
     pages = dynamodb_bulk().get_paginator("query").paginate(
         TableName=table_name(), IndexName=product_index_name(),
         KeyConditionExpression="#g = :g", FilterExpression="#a = :a",
         ExpressionAttributeNames={"#g": GROUP, "#a": "author"},
-        ExpressionAttributeValues={":g": {"S": sku}, ":a": {"S": author}})
-    return [stored_comment(item) for page in pages for item in page.get("Items", [])]
+        ExpressionAttributeValues={":g": {"S": sku}, ":a": {"S": author}},
+        PaginationConfig={"PageSize": min(read_limit + 1, 1000)} if read_limit is not None else {})
+    found, read = [], 0
+    for page in pages:
+        read += page.get("ScannedCount", 0)
+        if read_limit is not None and read > read_limit:
+            raise TooManyToRead(sku, read_limit)
+        found += [stored_comment(item) for item in page.get("Items", [])]
+    return found

@@ -85,9 +85,11 @@ def _apply(records: list[dict]) -> dict:
 
 def _maintain(index) -> None:
     """The backend's deferred work (the DynamoDB index's re-mark), bounded per call; its failure does
-    not fail the batch, which is applied: the next invocation or sync_index finishes it."""
+    not fail the batch, which is applied: the next invocation or sync_index finishes it. Never a
+    whole-group rewrite here (its time and memory grow with the group, past a Lambda's limits): a
+    group that needs one is listed for repair, which sync_index or `verify_index --repair` runs."""
     try:
-        index.maintain()
+        index.maintain(rewrites=False)
     except Exception:
         logger.exception("index maintenance failed; left to the next invocation")
 

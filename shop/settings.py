@@ -616,3 +616,6 @@ MODERATION_REPORTER_KEY_FALLBACKS = env_list("MODERATION_REPORTER_KEY_FALLBACKS"
 MODERATION_PURGE_HOOK = os.environ.get("MODERATION_PURGE_HOOK", "")
 MODERATION_PURGE_WEBHOOK_URL = os.environ.get("MODERATION_PURGE_WEBHOOK_URL", "")
 MODERATION_PURGE_TIMEOUT = float(os.environ.get("MODERATION_PURGE_TIMEOUT", "5"))
+# The admin's erasure by author name reads the product's comments within one web request: at most
+# this many (a larger product is erased with `manage.py erase_comments`, which has no limit).
+MODERATION_ERASE_WEB_READ_LIMIT = int(os.environ.get("MODERATION_ERASE_WEB_READ_LIMIT", "20000"))

@@ -6,6 +6,7 @@ import logging
 import time
 
 from botocore.exceptions import ClientError
+from django.core.exceptions import ImproperlyConfigured
 
 from comments.table.client import dynamodb
 from pagination_index import aws
@@ -70,13 +71,30 @@ def create_tables() -> bool:
         described = client.describe_table(TableName=table_name())["Table"]
         if not described.get("DeletionProtectionEnabled"):
             client.update_table(TableName=table_name(), DeletionProtectionEnabled=True)  # a table made before it was
-        # A point-in-time restore makes a table with no stream ("You must manually set up ... Stream
-        # settings", RestoreTableToPointInTime): without one the index cannot follow it.
-        if not described.get("StreamSpecification", {}).get("StreamEnabled"):
-            client.update_table(TableName=table_name(), StreamSpecification=table_definition()["StreamSpecification"])
-            client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        enable_stream(described)
     enable_point_in_time_recovery()
     return created
+
+
+def enable_stream(table: dict) -> None:
+    """Turn the stream on for an existing table that has none: a point-in-time restore makes a table
+    without one (DynamoDB API Reference, RestoreTableToPointInTime: "Stream settings" are among what
+    "you must manually set up" on the restored table). The index follows the stream, so a
+    table without one would leave it stale. A stream of another view type cannot be changed in place
+    (UpdateTable: disable it, then enable the new type), which this refuses to do on its own."""
+    wanted = table_definition()["StreamSpecification"]
+    current = table.get("StreamSpecification") or {}
+    if current.get("StreamEnabled"):
+        if current.get("StreamViewType") != wanted["StreamViewType"]:
+            raise ImproperlyConfigured(
+                f"{table_name()} has a {current.get('StreamViewType')} stream; the index needs "
+                f"{wanted['StreamViewType']}: turn the stream off and run create_tables again")
+        return
+    client = dynamodb()
+    client.update_table(TableName=table_name(), StreamSpecification=wanted)
+    client.get_waiter("table_exists").wait(TableName=table_name(), WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    logger.warning("%s had no stream (a restored table?): stream turned on; point the consumers (sync_index, the "
+                   "Lambda mapping) at its new ARN and rebuild the index (rebuild_index)", table_name())
 
 
 def enable_point_in_time_recovery() -> None:

@@ -122,10 +122,14 @@ def region(endpoint: str | None = None) -> str:
         "PAGINATION_INDEX['AWS']['REGION'].")
 
 
-def retry_policy(use: str, attempts: int | None = None) -> dict:
+def retry_policy(use: str, attempts: int | None = None, mode: str | None = None) -> dict:
     """botocore's retry settings for a use. Page requests: standard mode (jittered exponential backoff,
     a retry quota) within `attempts` (default AWS MAX_ATTEMPTS); background and bulk work:
-    adaptive mode (the standard mode plus a client-side rate limiter that slows down on throttles)."""
+    adaptive mode (the standard mode plus a client-side rate limiter that slows down on throttles),
+    unless `mode` says otherwise (a client whose calls go to many keys: one throttled key must not slow
+    them all)."""
+    if mode:
+        return {**retry_policy(use, attempts), "mode": mode}
     config = index_settings.AWS
     if use == PAGE:
         return {"mode": "standard", "total_max_attempts": attempts or config["MAX_ATTEMPTS"]}
@@ -139,19 +143,20 @@ def retry_policy(use: str, attempts: int | None = None) -> dict:
 
 
 def config(use: str, *, connect_timeout: float, read_timeout: float, attempts: int | None = None,
-           max_pool_connections: int = 32) -> Config:
+           max_pool_connections: int = 32, retry_mode: str | None = None) -> Config:
     """Timeouts and retries for a use. botocore's check of each call's parameters against the model
     is off: the calls are the project's own, covered by the tests, and AWS validates every request
     itself (a bad one is a ValidationException)."""
-    return Config(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retry_policy(use, attempts),
+    return Config(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retry_policy(use, attempts, retry_mode),
                   max_pool_connections=max_pool_connections, user_agent=USER_AGENT, parameter_validation=False)
 
 
 def client(service: str, use: str, *, region_name: str | None = None, endpoint: str | None = None,
            connect_timeout: float | None = None, read_timeout: float | None = None, attempts: int | None = None,
-           max_pool_connections: int = 32):
+           max_pool_connections: int = 32, retry_mode: str | None = None):
     """A boto3-compatible low-level client of `service` for `use` (one of USES). Endpoint, region and
-    timeouts default to settings.PAGINATION_INDEX["AWS"] and boto3's configuration."""
+    timeouts default to settings.PAGINATION_INDEX["AWS"] and boto3's configuration; `retry_mode`
+    replaces the use's botocore retry mode."""
     config_ = index_settings.AWS
     endpoint = endpoint or endpoint_url(service)
     kwargs = {}
@@ -163,7 +168,7 @@ def client(service: str, use: str, *, region_name: str | None = None, endpoint: 
                 service, region_name=region_name or region(endpoint), endpoint_url=endpoint, verify=verify(),
                 config=config(use, connect_timeout=connect_timeout or config_["CONNECT_TIMEOUT"],
                               read_timeout=read_timeout or config_["READ_TIMEOUT"], attempts=attempts,
-                              max_pool_connections=max_pool_connections),
+                              max_pool_connections=max_pool_connections, retry_mode=retry_mode),
                 **kwargs)
     except NoRegionError as exc:
         raise ImproperlyConfigured(str(exc)) from exc

@@ -289,10 +289,12 @@ class BaseIndex:
         calls it, never the running site, which then needs no permission to create anything."""
         return None
 
-    def maintain(self) -> int:
+    def maintain(self, *, rewrites: bool = True) -> int:
         """Deferred work, a bounded amount per call: the files backend commits the logs that are due,
         the DynamoDB backend re-marks marked groups. sync_index calls it after every poll (with
-        --once, until it returns 0). Returns how many steps it took."""
+        --once, until it returns 0). Returns how many steps it took. `rewrites` False: the caller's
+        time and memory are capped (a Lambda invocation), so no step may rewrite a whole group; the
+        DynamoDB backend lists such a group for repair instead (sync_index or verify_index --repair)."""
         return 0
 
     def pending_changes(self, group: str) -> int:

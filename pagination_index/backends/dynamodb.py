@@ -29,22 +29,37 @@ InvalidIndexWrite and never retried.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
+import struct
+import tempfile
 from collections import deque
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pagination_index import aws
 from pagination_index.aws.retries import RACE, batch_get, batch_write
 
-from .base import Entry, NetWriteIndex, Removal, chunked, is_newer, newest_first
+from .base import Entry, NetWriteIndex, Removal, batched, chunked, is_newer, newest_first
 
 logger = logging.getLogger(__name__)
 
 STATS = "s"
 MARKED = "\x00marked"  # the partition listing marked groups (p = the group): what remark() has to do
+# The partition listing groups whose pages only a rewrite can make exact again (p = the group): left by a
+# re-mark that may not rewrite (Lambda's maintain), picked up by sync_index's maintain(), verify_index
+# --repair (check_integrity reports it) or rebuild_index (every rewrite clears it).
+REPAIR = "\x00repair"
+# The partition listing every non-empty group (p = the group), written in the transaction that
+# creates or empties the group's stats item: groups() and is_empty() read it instead of a Scan of the
+# whole table. Its item REGISTRY_COMPLETE says that it lists every group (a table made before it was
+# filled once by create_table(); until then groups() scans, as before).
+GROUPS = "\x00groups"
+REGISTRY_COMPLETE = "\x00complete"
+WALK_PAGE = 500  # items per Query page when a group is walked: what one response holds in memory
+WRITE_CHUNK = 500  # put/delete requests gathered before they go out as BatchWriteItems of 25
 ATTEMPTS = 20  # of a write that loses races to another consumer (with a jittered backoff between)
 TRANSACTION_ITEMS = 100
 STEP_CHANGES = 90  # changes to one group per transaction (issue 29: never a rewrite for a large batch)
@@ -97,6 +112,14 @@ def cancellation(exc: ClientError) -> Exception:
     if reasons <= RACE_REASONS:
         return LostRace(str(exc))
     return exc  # ThrottlingError, ProvisionedThroughputExceeded, ...: the store is not answering
+
+
+DIGEST_MODULUS = 2**64
+
+
+def entry_digest(entry: Entry) -> int:
+    """An entry's 64-bit hash: the sum of a set's is an order-free digest of it (check_integrity)."""
+    return int.from_bytes(hashlib.blake2b("\x00".join(entry).encode(), digest_size=8).digest(), "big")
 
 
 def page_key(generation: int, page: int) -> str:
@@ -187,7 +210,7 @@ class DynamoDBIndex(NetWriteIndex):
     """OPTIONS: TABLE, ENDPOINT_URL, REGION, PAGE_SIZE, MAX_SHIFT, CONNECT_TIMEOUT, READ_TIMEOUT, MAX_ATTEMPTS.
 
     Two clients from the client layer (aws/), on boto3's credential chain: reads fail fast within
-    MAX_ATTEMPTS (pages), writes (sync_index, rebuild) retry patiently in botocore's adaptive mode."""
+    MAX_ATTEMPTS (pages), writes (sync_index, rebuild) retry patiently in botocore's standard mode."""
 
     unavailable_errors = (BotoCoreError, ClientError, KeptConflicting)
     error_label = "dynamodb index"
@@ -203,7 +226,13 @@ class DynamoDBIndex(NetWriteIndex):
         where = dict(region_name=self.options.get("REGION") or None, endpoint=self.options.get("ENDPOINT_URL") or None,
                      connect_timeout=self.options.get("CONNECT_TIMEOUT"), read_timeout=self.options.get("READ_TIMEOUT"))
         self.client = aws.client("dynamodb", aws.PAGE, attempts=self.options.get("MAX_ATTEMPTS"), **where)
-        self.writer = aws.client("dynamodb", aws.BACKGROUND, **where)
+        # Writes retry in botocore's standard mode, not the adaptive mode of other background work: the
+        # adaptive mode's rate limiter is the whole client's, so one hot group's throttles (a product's
+        # stats item) would slow every other group's writes. AWS SDKs and Tools Reference Guide, "Retry
+        # behavior": standard is "safe for use in multi-tenant applications", adaptive is "appropriate
+        # only for specialized use-cases"; the AWS SDK for Java's RetryMode.ADAPTIVE: it "assumes that the
+        # client is working against a single resource".
+        self.writer = aws.client("dynamodb", aws.BACKGROUND, retry_mode="standard", **where)
 
     # --- table: made by `manage.py create_tables` only, never from the write path ------------------
     def create_table(self) -> None:
@@ -220,6 +249,19 @@ class DynamoDBIndex(NetWriteIndex):
             if exc.response["Error"]["Code"] != "ResourceInUseException":
                 raise
         self.writer.get_waiter("table_exists").wait(TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
+        self._complete_registry()
+
+    def _registry_complete(self) -> bool:
+        return bool(self._call("get_item", self.writer, TableName=self.table, ConsistentRead=True,
+                               Key=self._key(GROUPS, REGISTRY_COMPLETE)).get("Item"))
+
+    def _complete_registry(self) -> None:
+        """List in GROUPS the groups of a table made before the registry (one Scan, once); a new
+        table's registry is complete from the start."""
+        if self._registry_complete():
+            return
+        self._batch_write([{"PutRequest": {"Item": self._key(GROUPS, group)}} for group in self._scanned_groups()])
+        self.writer.put_item(TableName=self.table, Item=self._key(GROUPS, REGISTRY_COMPLETE))
 
     def create_storage(self) -> str:
         self.create_table()
@@ -250,13 +292,36 @@ class DynamoDBIndex(NetWriteIndex):
             raise cancellation(exc) from exc
 
     def _query(self, group: str, low: str | None = None, high: str | None = None, client=None) -> list[dict]:
-        """Every item of a group's partition (with low <= p <= high), consistently."""
+        """Every item of a small partition (with low <= p <= high), consistently: the MARKED and
+        REPAIR lists. A group's own items are walked a page at a time (_walk), never listed."""
+        return list(self._walk(group, low, high, client))
+
+    def _walk(self, group: str, low: str | None = None, high: str | None = None, client=None, *,
+              forward: bool = True, projection: str | None = None) -> Iterator[dict]:
+        """The items of a partition (with low <= p <= high) in key order (or its reverse), read
+        consistently WALK_PAGE items at a time: memory stays flat whatever the group's size. A
+        missing table reads as empty."""
         kwargs = dict(TableName=self.table, KeyConditionExpression="g = :g",
-                      ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True)
+                      ExpressionAttributeValues={":g": {"S": group}}, ConsistentRead=True, ScanIndexForward=forward)
         if low is not None:
             kwargs["KeyConditionExpression"] += " AND p BETWEEN :a AND :b"
             kwargs["ExpressionAttributeValues"].update({":a": {"S": low}, ":b": {"S": high}})
-        return self._paged_items("query", client, kwargs)
+        if projection:
+            kwargs["ProjectionExpression"] = projection
+        while True:  # not botocore's paginator: it holds a page while it reads the next one
+            try:
+                response = (client or self.client).query(**kwargs, Limit=WALK_PAGE)
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                    raise
+                return
+            items, following = response.get("Items", []), response.get("LastEvaluatedKey")
+            del response
+            yield from items
+            del items
+            if not following:
+                return
+            kwargs["ExclusiveStartKey"] = following
 
     def _paged_items(self, operation: str, client, kwargs: dict) -> list[dict]:
         """Every page's items, through botocore's paginator (a missing table reads as empty)."""
@@ -421,76 +486,134 @@ class DynamoDBIndex(NetWriteIndex):
             else:
                 raise KeptConflicting(f"{group}: still conflicting after {ATTEMPTS} attempts")
 
-    # --- the big path: a new generation --------------------------------------------------------
-    def _entries(self, group: str, stats: Stats) -> list[Entry]:
-        """Every entry of a group, oldest first (the page items in order, whatever their deltas)."""
-        items = self._query(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1), self.writer)
-        items.sort(key=lambda item: item["p"]["S"])
-        return [entry for item in items for entry in self._page_entries(item)]
+    # --- the big path: a new generation, a page at a time -------------------------------------
+    def _generation_entries(self, group: str, stats: Stats) -> Iterator[Entry]:
+        """Every entry of the group's current generation, newest first, walked a page item at a time
+        (whatever the page deltas)."""
+        for item in self._walk(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1),
+                               self.writer, forward=False):
+            yield from reversed(self._page_entries(item))
 
-    def _rewrite(self, group: str, change: Callable[[list[Entry]], list[Entry]], force: bool = False) -> None:
-        """Write the group anew: its pages (exact, unmarked) and member items in a fresh generation
-        (plain batch writes: nothing reads that generation yet), then flip the stats item to it in
-        one transaction conditioned on the version, then delete every item of older generations."""
-        for attempt in range(ATTEMPTS):
+    def replace(self, group: str, entries: Iterable[Entry]) -> None:
+        """Spool the entries (read once) to a temporary file, then write them as a fresh generation
+        a page at a time (_swap_in). Nothing is written when they are the group as it is."""
+        with Spool() as spool:
             stats = self._stats(group, self.writer)
-            old = self._entries(group, stats)
-            new = newest_first(dict(change(old)).items())[::-1]
-            if new == old and not stats.marked and not force:
+            same = spool.fill(entries, compare=None if stats.marked else self._generation_entries(group, stats))
+            if same and self._stats(group, self.writer).version == stats.version:
                 return
-            fresh = secrets.randbelow(GENERATION_LIMIT - 1) + 1
-            size = self.page_size
-            items = [self._page_item(group, fresh, page, new[page * size:page * size + size])
-                     for page in range((len(new) + size - 1) // size)]
-            items += [self._member_item(group, fresh, member, sort_key) for member, sort_key in new]
-            self._batch_write([{"PutRequest": {"Item": item}} for item in items])
-            if stats.version:
-                condition = {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(stats.version)}}}
-            else:
-                condition = {"ConditionExpression": "attribute_not_exists(v)"}
-            target = Stats(None, size)
-            target.count, target.version, target.generation = len(new), stats.version, fresh
-            target.pages = len(items) - len(new)
-            actions = [{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}}]
-            if new:
-                actions.append({"Put": {"TableName": self.table, "Item": target.item(group), **condition}})
-            else:
-                actions.append({"Delete": {"TableName": self.table, "Key": self._key(group, STATS), **condition}})
-            try:
-                self._transact(actions)
-            except LostRace:
-                self._drop_generations(group, lambda generation: generation == fresh)
+            spool.sort_if_needed()
+            for attempt in range(ATTEMPTS):
+                if self._swap_in(group, spool, stats):
+                    return
                 RACE.sleep(attempt)
-                continue
-            self._drop_generations(group, lambda generation: generation != fresh or not new)
-            return
+                stats = self._stats(group, self.writer)
         raise KeptConflicting(f"rewrite {group}: still conflicting after {ATTEMPTS} attempts")
 
+    def repair_group(self, group: str) -> None:
+        """Write the group's own entries anew, exact and unmarked (a fresh generation)."""
+        for attempt in range(ATTEMPTS):
+            stats = self._stats(group, self.writer)
+            with Spool() as spool:
+                spool.fill(self._generation_entries(group, stats))  # out of order if damaged: sorted then
+                spool.sort_if_needed()
+                if self._swap_in(group, spool, stats):
+                    return
+            RACE.sleep(attempt)
+        raise KeptConflicting(f"rewrite {group}: still conflicting after {ATTEMPTS} attempts")
+
+    def _swap_in(self, group: str, spool: "Spool", stats: Stats) -> bool:
+        """Write the spooled entries (newest first, no member twice) as a fresh generation with plain
+        batch writes (nothing reads that generation yet): page items from the newest (which holds
+        what is left over a multiple of PAGE_SIZE) down to page 0, and member items; then flip the
+        stats item to it in one transaction conditioned on the version read, and delete the older
+        generations. False (the fresh generation dropped) when another writer got there first."""
+        fresh = secrets.randbelow(GENERATION_LIMIT - 1) + 1
+        size, count = self.page_size, spool.count
+        pages = (count + size - 1) // size
+        requests: list[dict] = []
+        page, entries = pages - 1, []
+        for member, sort_key in spool:
+            entries.append((member, sort_key))
+            requests.append({"PutRequest": {"Item": self._member_item(group, fresh, member, sort_key)}})
+            if len(entries) == count - page * size:  # this page item is whole (the newest one may be short)
+                requests.append({"PutRequest": {"Item": self._page_item(group, fresh, page, entries[::-1])}})
+                count, page, entries = page * size, page - 1, []
+            if len(requests) >= WRITE_CHUNK:
+                self._batch_write(requests)
+                requests = []
+        self._batch_write(requests)
+        if not spool.unique and self._member_count(group, fresh) != spool.count:
+            # a member given twice: the page items hold it twice, its member item once. Sort in memory.
+            self._drop_generations(group, lambda generation: generation == fresh)
+            spool.sort_if_needed(force=True)
+            return self._swap_in(group, spool, stats)
+        if stats.version:
+            condition = {"ConditionExpression": "v = :v", "ExpressionAttributeValues": {":v": {"N": str(stats.version)}}}
+        else:
+            condition = {"ConditionExpression": "attribute_not_exists(v)"}
+        target = Stats(None, size)
+        target.count, target.version, target.generation, target.pages = spool.count, stats.version, fresh, pages
+        actions = [{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}},
+                   {"Delete": {"TableName": self.table, "Key": self._key(REPAIR, group)}}]
+        if spool.count:
+            actions.append({"Put": {"TableName": self.table, "Item": target.item(group), **condition}})
+            actions.append({"Put": {"TableName": self.table, "Item": self._key(GROUPS, group)}})
+        else:
+            actions.append({"Delete": {"TableName": self.table, "Key": self._key(group, STATS), **condition}})
+            actions.append({"Delete": {"TableName": self.table, "Key": self._key(GROUPS, group)}})
+        try:
+            self._transact(actions)
+        except LostRace:
+            self._drop_generations(group, lambda generation: generation == fresh)
+            return False
+        self._drop_generations(group, lambda generation: generation != fresh or not spool.count)
+        return True
+
+    def _member_count(self, group: str, generation: int) -> int:
+        """How many member items a generation holds (Select=COUNT: keys only come back)."""
+        pages = self.writer.get_paginator("query").paginate(
+            TableName=self.table, KeyConditionExpression="g = :g AND begins_with(p, :m)", Select="COUNT",
+            ExpressionAttributeValues={":g": {"S": group}, ":m": {"S": member_key(generation, "")}}, ConsistentRead=True)
+        return sum(page["Count"] for page in pages)
+
     def _drop_generations(self, group: str, doomed_generation: Callable[[int], bool]) -> None:
-        """Delete a group's page and member items of the generations `doomed_generation` picks."""
+        """Delete a group's page and member items of the generations `doomed_generation` picks, as
+        they are walked (only their keys are read)."""
         doomed = []
-        for item in self._query(group, "m", "q", self.writer):
+        for item in self._walk(group, "m", "q", self.writer, projection="p"):
             if doomed_generation(int(item["p"]["S"][1:11])):
                 doomed.append({"DeleteRequest": {"Key": self._key(group, item["p"]["S"])}})
+                if len(doomed) >= WRITE_CHUNK:
+                    self._batch_write(doomed)
+                    doomed = []
         self._batch_write(doomed)
 
     def _batch_write(self, requests: list[dict]) -> None:
         for part in chunked(requests, 25):
-            batch_write(self.writer, {self.table: list(part)})
-
-    def replace(self, group: str, entries: Sequence[Entry]) -> None:
-        self._rewrite(group, lambda old: list(entries))
+            # One BatchWriteItem refuses a key twice; the last request of a key wins, as across requests.
+            unique = {}
+            for request in part:
+                item = request["PutRequest"]["Item"] if "PutRequest" in request else request["DeleteRequest"]["Key"]
+                unique[item["g"]["S"], item["p"]["S"]] = request
+            batch_write(self.writer, {self.table: list(unique.values())})
 
     # --- the background re-mark ------------------------------------------------------------------
     def marked_groups(self) -> list[str]:
         return [item["p"]["S"] for item in self._query(MARKED, client=self.writer)]
 
-    def remark_step(self, group: str) -> bool:
+    def repair_groups(self) -> list[str]:
+        """The groups listed for a rewrite that a re-mark could not do (REPAIR)."""
+        return [item["p"]["S"] for item in self._query(REPAIR, client=self.writer)]
+
+    def remark_step(self, group: str, rewrites: bool = True) -> bool:
         """Shift the entries of up to MAX_SHIFT + 1 page items, from the first marked one, back into
-        exact pages: one transaction. True when the group is left unmarked. (The last step, which
-        reaches the newest page item, may write up to 90 page items: what a marked page had grown
-        by is spread over new ones. A step carries what its pages grew by on to the pages after its
-        exact ones, spread so that no page item passes PAGE_ITEM_BYTES: see spread().)"""
+        exact pages: one transaction. True when nothing more is to be done to the group now: it is
+        left unmarked, or it needs a rewrite, which it does only with `rewrites` (else it lists the
+        group for repair: REPAIR). (The last step, which reaches the newest page item, may write up to
+        90 page items: what a marked page had grown by is spread over new ones. A step carries what
+        its pages grew by on to the pages after its exact ones, spread so that no page item passes
+        PAGE_ITEM_BYTES: see spread().)"""
         for attempt in range(ATTEMPTS):
             stats = self._stats(group, self.writer)
             if not stats.marked:
@@ -509,8 +632,12 @@ class DynamoDBIndex(NetWriteIndex):
             span = max(last + 1 - first, min(-(-len(entries) // size), REMARK_ITEMS)) if newest else last + 1 - first
             full, layout = spread(entries, size, span, len(entries) // size if newest else self.max_shift)
             if not full and not (newest and len(entries) <= size):
-                # fewer than P entries over MAX_SHIFT + 1 pages, or more than the pages can hold: rewrite the group
-                self._rewrite(group, lambda old: old)
+                # fewer than P entries over MAX_SHIFT + 1 pages, or more than the pages can hold: only a
+                # rewrite helps, and its time and memory grow with the group
+                if rewrites:
+                    self.repair_group(group)
+                else:
+                    self._list_for_repair(group)
                 return True
             if not full:  # the newest end holds less than a page
                 layout = [entries] + [[] for _ in range(span - 1)]
@@ -537,40 +664,52 @@ class DynamoDBIndex(NetWriteIndex):
     def _remark_group(self, group: str) -> None:
         """Re-mark steps on one group until it is unmarked (each a bounded transaction)."""
         for _ in range(4 * (self._stats(group, self.writer).pages // self.max_shift) + 10):
-            if self.remark_step(group):
+            if self.remark_step(group, rewrites=False):  # never a rewrite inside a write
                 return
 
-    def remark(self, budget: int = 50) -> int:
-        """Background work: up to `budget` re-mark steps over the marked groups; returns the steps
-        taken (sync_index calls this between polls)."""
+    def _list_for_repair(self, group: str) -> None:
+        self.writer.put_item(TableName=self.table, Item=self._key(REPAIR, group))
+        logger.warning("index group %r needs a rewrite that a re-mark here may not run (its time and "
+                       "memory grow with the group): listed for repair, which sync_index's maintain(), "
+                       "`verify_index --repair` or `rebuild_index` does", group)
+
+    def remark(self, budget: int = 50, rewrites: bool = True) -> int:
+        """Background work: up to `budget` re-mark steps over the marked groups, then (with
+        `rewrites`) one rewrite of a group listed for repair; returns the steps taken (sync_index
+        calls this between polls). Without `rewrites`, a group that needs one is listed for repair
+        and left alone: every step here is then one transaction of at most 100 items."""
         steps = 0
+        listed = set(self.repair_groups())
         for group in self.marked_groups():
+            if group in listed and not rewrites:
+                continue
             while steps < budget:
                 steps += 1
-                if self.remark_step(group):
+                if self.remark_step(group, rewrites=rewrites):
                     break
+        if rewrites and steps < budget:
+            for group in self.repair_groups()[:1]:  # one a call: a rewrite's time grows with the group
+                self.repair_group(group)
+                steps += 1
         return steps
 
-    def maintain(self) -> int:
-        return self.remark()
-
-    def repair_group(self, group: str) -> None:
-        self._rewrite(group, lambda old: old, force=True)
+    def maintain(self, *, rewrites: bool = True) -> int:
+        return self.remark(rewrites=rewrites)
 
     def check_integrity(self, group: str) -> list[str]:
-        """Each page item against the stats geometry and its neighbours, and each entry's member item."""
+        """Each page item against the stats geometry and its neighbours, and the member items against
+        the page items' entries. Both are walked a page of items at a time (memory flat in the group's
+        size) and compared by count and by an order-free digest of their entries; only when those
+        differ are the member items of each page item's entries read by key, to say which."""
         stats = self._stats(group)
         problems = []
-        items = self._query(group)
-        pages = {int(i["p"]["S"].split(":")[1]): self._page_entries(i) for i in items
-                 if i["p"]["S"].startswith(page_key(stats.generation, 0)[:12])}
-        members = {i["p"]["S"].split(":", 1)[1]: i["k"]["S"] for i in items
-                   if i["p"]["S"].startswith(member_key(stats.generation, "")[:12])}
-        if stats.exists and sorted(pages) != list(range(stats.pages)):
-            problems.append(f"page items {sorted(pages)[:10]}... but the stats item says {stats.pages}")
-        previous = None
-        for page in sorted(pages):
-            entries = pages[page]
+        numbers, consecutive, following, previous, digest, held = [], True, 0, None, 0, 0
+        for item in self._walk(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1)):
+            page = int(item["p"]["S"].split(":")[1])
+            entries = self._page_entries(item)
+            if len(numbers) < 10:
+                numbers.append(page)
+            consecutive, following = consecutive and page == following, page + 1
             if len(entries) != stats.length(page):
                 problems.append(f"page item {page} holds {len(entries)} entries, the stats item says {stats.length(page)}")
             if any(not older(a, b) for a, b in zip(entries, entries[1:])):
@@ -578,13 +717,49 @@ class DynamoDBIndex(NetWriteIndex):
             if entries and previous and not older(previous, entries[0]):
                 problems.append(f"page item {page} starts before the end of the page item before it")
             previous = entries[-1] if entries else previous
-            for member, sort_key in entries:
-                if members.get(member) != sort_key:
-                    problems.append(f"page item {page}: {member}'s member item says {members.get(member)!r}, not {sort_key!r}")
-        if len(members) != stats.count:
-            problems.append(f"{len(members)} member items for a count of {stats.count}")
+            held += len(entries)
+            digest = (digest + sum(entry_digest(entry) for entry in entries)) % DIGEST_MODULUS
+        if stats.exists and not (consecutive and following == stats.pages):
+            problems.append(f"page items {numbers}... but the stats item says {stats.pages}")
+        members, member_digest = 0, 0
+        for item in self._walk(group, member_key(stats.generation, ""), member_key(stats.generation, "\U0010ffff"),
+                               projection="p, k"):
+            members += 1
+            member_digest = (member_digest + entry_digest((item["p"]["S"].split(":", 1)[1], item["k"]["S"]))) % DIGEST_MODULUS
+        if members != held or member_digest != digest:
+            problems += self._member_mismatches(group, stats, members - held)
+        if members != stats.count:
+            problems.append(f"{members} member items for a count of {stats.count}")
         if stats.marked and group not in self.marked_groups():
             problems.append("marked (page deltas) but not listed for the re-mark")
+        if stats.exists and self._registry_complete() and not self._call("get_item", TableName=self.table, ConsistentRead=True,
+                                           Key=self._key(GROUPS, group)).get("Item"):
+            problems.append("not in the group registry (groups() would miss it): verify_index --repair lists it")
+        if group in self.repair_groups():
+            problems.append("listed for repair: its page items need a rewrite (verify_index --repair, rebuild_index)")
+        return problems
+
+    def _member_mismatches(self, group: str, stats: Stats, surplus: int, limit: int = 10) -> list[str]:
+        """Which page items' entries disagree with their member items (the first `limit`), reading
+        the member items by key a hundred entries at a time."""
+        problems, found = [], 0
+        walked = self._walk(group, page_key(stats.generation, 0), page_key(stats.generation, 10**10 - 1))
+        for items in batched(walked, max(1, 100 // self.page_size)):
+            located = [(int(item["p"]["S"].split(":")[1]), entry) for item in items for entry in self._page_entries(item)]
+            keys = {self._key(group, member_key(stats.generation, member))["p"]["S"] for _, (member, _) in located}
+            got = {item["p"]["S"].split(":", 1)[1]: item["k"]["S"]
+                   for item in self._batch_get([self._key(group, p) for p in sorted(keys)])}
+            for page, (member, sort_key) in located:
+                if got.get(member) != sort_key:
+                    found += 1
+                    if found <= limit:
+                        problems.append(f"page item {page}: {member}'s member item says {got.get(member)!r}, not {sort_key!r}")
+        if found > limit:
+            problems.append(f"... and {found - limit} more entries whose member item disagrees")
+        if not found and surplus > 0:
+            problems.append(f"{surplus} member items hold entries no page item holds")
+        elif not found:
+            problems.append("the member items hold other entries than the page items")
         return problems
 
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
@@ -675,6 +850,20 @@ class DynamoDBIndex(NetWriteIndex):
         raise KeptConflicting(f"read {group}: kept changing under the read")
 
     def groups(self) -> list[str]:
+        """The registry's Query (GROUPS); a Scan of every stats item while the registry is not complete
+        (a table made before it, until `create_tables`)."""
+        if not self._registry_complete():
+            return self._scanned_groups()
+        return [item["p"]["S"] for item in self._walk(GROUPS, client=self.writer) if item["p"]["S"] != REGISTRY_COMPLETE]
+
+    def is_empty(self) -> bool:
+        if not self._registry_complete():
+            return not self._scanned_groups()
+        response = self._call("query", self.writer, TableName=self.table, KeyConditionExpression="g = :g AND p > :c",
+                              ExpressionAttributeValues={":g": {"S": GROUPS}, ":c": {"S": REGISTRY_COMPLETE}}, Limit=1)
+        return not response.get("Items")
+
+    def _scanned_groups(self) -> list[str]:
         items = self._paged_items("scan", self.writer, dict(
             TableName=self.table, FilterExpression="p = :s AND attribute_exists(c)",
             ExpressionAttributeValues={":s": {"S": STATS}}, ConsistentRead=True))
@@ -689,18 +878,60 @@ class DynamoDBIndex(NetWriteIndex):
         self.writer.close()
 
 
-def net_change(removals: Sequence[Removal], adds: Sequence[Entry]) -> Callable[[list[Entry]], list[Entry]]:
-    """The change a group's removals then adds make to a whole list of entries (the big path)."""
+class Spool:
+    """A group's entries in a temporary file, in the order given, so that a rewrite holds one page
+    item at a time whatever the group's size (a rebuild's stream is read once, and a retried flip
+    writes the same entries again). Entries that are not strictly newest first (any order is allowed
+    by replace()), or a member given twice, are sorted in memory: rebuilds and repairs never do that."""
 
-    def change(old: list[Entry]) -> list[Entry]:
-        current = dict(old)
-        for member, sort_key in removals:
-            if member in current and (sort_key is None or current[member] == sort_key):
-                del current[member]
-        current.update(adds)
-        return list(current.items())
+    HEADER = struct.Struct("<II")
 
-    return change
+    def __init__(self):
+        self.file = tempfile.TemporaryFile()
+        self.count = 0
+        self.ordered = True  # strictly newest first, so far
+        self.unique = False  # known to hold no member twice (sorted in memory)
+
+    def __enter__(self) -> "Spool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
+
+    def fill(self, entries: Iterable[Entry], compare: Iterator[Entry] | None = None) -> bool:
+        """Spool `entries`; True when they are, in order, exactly what `compare` yields."""
+        same, last, write = compare is not None, None, self.file.write
+        for member, sort_key in entries:
+            entry = (member, sort_key)
+            if last is not None and not older(entry, last):
+                self.ordered = False
+            if same and next(compare, None) != entry:
+                same = False
+            member_bytes, key_bytes = member.encode(), sort_key.encode()
+            write(self.HEADER.pack(len(member_bytes), len(key_bytes)))
+            write(member_bytes)
+            write(key_bytes)
+            self.count += 1
+            last = entry
+        return same and self.ordered and next(compare, None) is None
+
+    def __iter__(self) -> Iterator[Entry]:
+        self.file.seek(0)
+        read, header = self.file.read, self.HEADER
+        for _ in range(self.count):
+            member_length, key_length = header.unpack(read(header.size))
+            yield read(member_length).decode(), read(key_length).decode()
+
+    def sort_if_needed(self, force: bool = False) -> None:
+        """Entries out of order (or, with force, holding a member twice): newest first in memory,
+        a repeated member keeping its last sort key."""
+        if self.ordered and not force:
+            return
+        entries = newest_first(dict(self).items())
+        self.file.seek(0)
+        self.file.truncate()
+        self.count, self.ordered, self.unique = 0, True, True
+        self.fill(entries)
 
 
 class Plan:
@@ -873,6 +1104,11 @@ class Plan:
             actions.append({"Put": {"TableName": table, "Item": self.stats.item(group), **condition}})
         else:
             actions.append({"Delete": {"TableName": table, "Key": index._key(group, STATS), **condition}})
+        if bool(self.stats.count) != self.read.exists:  # the group is made or emptied: the registry says so
+            if self.stats.count:
+                actions.append({"Put": {"TableName": table, "Item": index._key(GROUPS, group)}})
+            else:
+                actions.append({"Delete": {"TableName": table, "Key": index._key(GROUPS, group)}})
         if self.stats.marked != self.read.marked:
             marker = index._key(MARKED, group)
             if self.stats.marked:

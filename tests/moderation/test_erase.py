@@ -92,3 +92,24 @@ def test_the_staff_form_previews_then_erases(comments, moderators):
     other = Client()
     other.force_login(User.objects.create_user("vic", password="x", is_staff=True))
     assert other.get(url).status_code == 403
+
+
+def test_the_staff_form_refuses_a_product_too_large_to_read_in_one_request(comments, moderators, settings):
+    """An erasure by author reads the product's whole partition: past MODERATION_ERASE_WEB_READ_LIMIT
+    comments the form reads no further, changes nothing and names the command that has no limit."""
+    mine, _ = comments
+    settings.MODERATION_ERASE_WEB_READ_LIMIT = 3  # the product has 7 shown comments
+    user = User.objects.create_user("mia", password="x", is_staff=True)
+    user.groups.add(moderators)
+    client = Client()
+    client.force_login(user)
+    url = "/admin/moderation/moderatedcomment/erase/"
+    answer = client.post(url, {"sku": SKU, "author": "Ann", "ids": "", "reason": "request 9", "erase": "1"}, follow=True)
+    assert answer.status_code == 200
+    text = answer.content.decode()
+    assert f"{SKU} has more than 3 comments" in text and "manage.py erase_comments --product" in text
+    assert all(table.find_comment(mine[i].pk) for i in (1, 4, 6))
+    assert not AuditEntry.objects.filter(action="erase").exists()
+    settings.MODERATION_ERASE_WEB_READ_LIMIT = 7  # exactly as many as it holds: read and erased
+    done = client.post(url, {"sku": SKU, "author": "Ann", "ids": "", "reason": "request 9", "erase": "1"}, follow=True)
+    assert "3 comment(s) erased." in done.content.decode()

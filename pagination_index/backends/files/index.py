@@ -578,7 +578,7 @@ class FileIndex(NetWriteIndex):
         half = (len(ordered) // 2) * size
         return layout, size, len(ordered), [records[:half], records[half:]]
 
-    def maintain(self) -> int:
+    def maintain(self, *, rewrites: bool = True) -> int:
         """Commit the groups whose log is due (COMMIT_ENTRIES changes or COMMIT_SECONDS old);
         sync_index calls this after every poll. It looks at the groups this process wrote, and on
         its first call at every group (logs a previous process left). Returns the groups committed."""
