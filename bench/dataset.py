@@ -77,7 +77,9 @@ class Dataset:
         from django.core.management import call_command
 
         call_command("collectstatic", interactive=False, verbosity=0)
-        if not seeded:
+        if seeded:  # a dataset saved before newer migrations
+            call_command("migrate", interactive=False, verbosity=0)
+        else:
             self.seed()
         return self
 
