@@ -646,8 +646,6 @@ class DynamoDBIndex(NetWriteIndex):
                 new.deltas.pop(page, None)
                 if len(held) != size:
                     new.deltas[page] = len(held) - size
-            for page in range(first + span, last + 1):  # (only at the newest end: emptied pages)
-                plan.put_page(page, None)
             if newest:
                 new.pages = first + sum(1 for held in layout if held)
                 for page in [page for page in new.deltas if page >= new.pages - 1]:
