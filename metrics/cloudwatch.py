@@ -62,6 +62,20 @@ class Heartbeat:
         })
 
 
+def given_up(namespace: str, out=None, clock=time.time) -> None:
+    """A record sync_index gave up on (its groups marked stale): one EMF line at once, RecordsGivenUp
+    1, the metric the Lambda publishes for its own (metrics/lambda_emf.py), so one RecordsGivenUpAlarm
+    watches either consumer. Rare, so not batched with the heartbeat."""
+    out = out or sys.stdout
+    out.write(json.dumps({
+        "_aws": {"Timestamp": int(clock() * 1000), "CloudWatchMetrics": [
+            {"Namespace": namespace, "Dimensions": [["service"]],
+             "Metrics": [{"Name": "RecordsGivenUp", "Unit": "Count"}]}]},
+        "service": SERVICE, "RecordsGivenUp": 1,
+    }) + "\n")
+    out.flush()
+
+
 _heartbeat: Heartbeat | None = None
 _made = threading.Lock()
 

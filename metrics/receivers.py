@@ -50,9 +50,14 @@ def lambda_batch_done(sender, *, records, failed, **kwargs) -> None:
 
 def record_given_up(sender, *, record, groups, error, **kwargs) -> None:
     """A stream record the consumer could not apply (its groups are marked stale): counted, and on
-    Lambda also as the EMF metric RecordsGivenUp (CloudWatch)."""
+    CloudWatch as the EMF metric RecordsGivenUp (the Lambda always, sync_index with
+    SYNC_INDEX_CLOUDWATCH_NAMESPACE): RecordsGivenUpAlarm watches it."""
     metrics.RECORDS_GIVEN_UP.labels(sender).inc()
     if sender == "lambda":
         from metrics.lambda_emf import report_given_up
 
         report_given_up()
+    elif settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE:
+        from metrics import cloudwatch
+
+        cloudwatch.given_up(settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE)

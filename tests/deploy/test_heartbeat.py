@@ -150,3 +150,22 @@ def test_the_lag_gauge_of_a_shard_no_longer_held_is_removed():
     ShardCheckpoint.objects.filter(shard_id="shard-b").update(lease_owner="another")
     assert stream.observe_poll(SimpleNamespace(records=0), consumer) == 3.0
     assert "shard-b" not in shards() and "shard-a" in shards()
+
+
+def test_a_record_given_up_is_published_as_the_alarm_watches_by_either_consumer(capsys, settings):
+    """RecordsGivenUpAlarm watches one metric for both consumers: sync_index writes it (with
+    SYNC_INDEX_CLOUDWATCH_NAMESPACE) and the Lambda handler writes it, each through the
+    record_given_up signal the metrics app connects."""
+    from pagination_index import signals
+
+    settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE = "CornerShop"
+    for sender in ("sync_index", "lambda"):
+        capsys.readouterr()
+        signals.record_given_up.send(sender, record={}, groups=["A"], error=ValueError("too large"))
+        lines = [line for line in capsys.readouterr().out.splitlines() if "RecordsGivenUp" in line]
+        assert len(lines) == 1, sender
+        assert emf(lines[0])[1]["RecordsGivenUp"] in (1, [1.0], 1.0, [1])
+        assert_published_as_the_alarm_watches(lines[0], "RecordsGivenUpAlarm")
+    settings.SYNC_INDEX_CLOUDWATCH_NAMESPACE = ""
+    signals.record_given_up.send("sync_index", record={}, groups=["A"], error=ValueError("too large"))
+    assert "RecordsGivenUp" not in capsys.readouterr().out  # not on CloudWatch: the Prometheus counter only

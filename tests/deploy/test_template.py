@@ -45,6 +45,7 @@ KNOWN_METRICS = {
     ("AWS/ApplicationELB", "HealthyHostCount"): ("Count", [{"LoadBalancer", "TargetGroup"}]),
     ("CornerShop", "SyncIndexPolls"): ("Count", [{"service"}]),
     ("CornerShop", "StreamApplyLag"): ("Seconds", [{"service"}]),
+    ("CornerShop", "RecordsGivenUp"): ("Count", [{"service"}]),
 }
 # Alarms on these say whether the index keeps up: missing data must be breaching.
 LAG_METRICS = {("CornerShop", "SyncIndexPolls"), ("CornerShop", "StreamApplyLag"), ("AWS/Lambda", "IteratorAge")}
