@@ -137,8 +137,7 @@ def stream_records(count: int) -> list[dict]:
     """Write a mix that makes `count` records (80% inserts, 10% deletes, 10% moves), read them back."""
     from comments.store import put_comments
     from comments.table.client import dynamodb
-    from comments.table.keys import table_name
-    from comments.table.keys import PRODUCTS
+    from comments.table.keys import PRODUCTS, table_name
     from comments.table.schema import create_tables
     from pagination_index import sources
     from tests.factories import make_comments
