@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {name} ...", flush=True)
             case = subprocess.run(
                 [sys.executable, "-m", "bench.sync_rate", "--case", name, "--records-file", str(records_file),
-                 "--lag-seconds", str(args.lag_seconds), "--rate", str(args.rate)],
+                 "--lag-seconds", str(args.lag_seconds), "--rate", str(args.rate), *(["--smoke"] if args.smoke else [])],
                 cwd=ROOT, env={**os.environ, **common, **env}, capture_output=True, text=True,
             )
             if case.returncode:  # the case's own error, not just its exit status
@@ -137,8 +137,7 @@ def stream_records(count: int) -> list[dict]:
     """Write a mix that makes `count` records (80% inserts, 10% deletes, 10% moves), read them back."""
     from comments.store import put_comments
     from comments.table.client import dynamodb
-    from comments.table.keys import table_name
-    from comments.table.keys import PRODUCTS
+    from comments.table.keys import PRODUCTS, table_name
     from comments.table.schema import create_tables
     from pagination_index import sources
     from tests.factories import make_comments
@@ -210,8 +209,7 @@ def run_case(args) -> int:
         records = pickle.loads(Path(args.records_file).read_bytes())
         result = {"case": args.case, "database": database["ENGINE"].rsplit(".", 1)[-1],
                   "apply": {str(size): apply_rate(records, size) for size in (100, 1000)},
-                  "writer_alone": follow_lag(args.lag_seconds / 2, args.rate, follow=False),
-                  "lag": follow_lag(args.lag_seconds, args.rate)}
+                  **lag_phases(args)}
     finally:
         get_index().clear()  # the Redis case's keys (all under its own prefix); the databases go anyway
         if created_pg:
@@ -255,13 +253,29 @@ def apply_rate(records: list[dict], batch_size: int) -> dict:
     return {"commit": commit, "apply_only": apply_only}
 
 
-def follow_lag(seconds: float, rate: int, *, follow: bool = True) -> dict:
+def lag_phases(args) -> dict:
+    """The writer alone, then the consumer following it. --smoke writes a few hundred comments in all:
+    both phases share one DynamoDB Local (a fresh table each), two JVM starts fewer per case."""
+    from stack.dynamodb_local import DynamoDBLocal
+
+    if not args.smoke:
+        return {"writer_alone": follow_lag(args.lag_seconds / 2, args.rate, follow=False),
+                "lag": follow_lag(args.lag_seconds, args.rate)}
+    with DynamoDBLocal() as server:
+        return {"writer_alone": follow_lag(args.lag_seconds / 2, args.rate, follow=False, server=server),
+                "lag": follow_lag(args.lag_seconds, args.rate, server=server)}
+
+
+def follow_lag(seconds: float, rate: int, *, follow: bool = True, server=None) -> dict:
     """A consumer following a fresh table's stream while writer threads put `rate` comments/s
     (follow=False: the writer alone, the baseline for the write rate DynamoDB Local reaches here).
 
-    The table is in a DynamoDB Local of its own: once one table of a DynamoDB Local has streamed
-    10,000 records (the apply-rate batch), writes to a new table there crawl at ~140 items/s
-    against ~900/s on a fresh one (measured here; an emulator effect, not a DynamoDB one)."""
+    The table is in a DynamoDB Local of its own (unless `server` is given): once one table of a
+    DynamoDB Local has streamed 10,000 records (the apply-rate batch), writes to a new table there
+    crawl at ~140 items/s against ~900/s on a fresh one (measured here; an emulator effect, not a
+    DynamoDB one)."""
+    from contextlib import nullcontext
+
     from django.test import override_settings
 
     import tests.signals  # noqa: F401  (override_settings resets the AWS clients made from settings)
@@ -270,7 +284,7 @@ def follow_lag(seconds: float, rate: int, *, follow: bool = True) -> dict:
     from tests.config import index_config
 
     table = f"bench-lag-{uuid.uuid4().hex[:8]}"
-    with DynamoDBLocal() as fresh, override_settings(
+    with (nullcontext(server) if server else DynamoDBLocal()) as fresh, override_settings(
             COMMENTS_TABLE=table, PAGINATION_INDEX=index_config(aws={"ENDPOINT_URL": fresh.endpoint_url}, table=table)):
         create_tables()
         return _follow_lag(seconds, rate, follow=follow)
