@@ -18,7 +18,7 @@ from tests.config import index_config, source_of
 from pagination_index.aws_lambda import handler
 from pagination_index.leases import LeaseLost
 from pagination_index.fences import Fences
-from pagination_index.models import RebuildFence, RebuildJournal, ShardCheckpoint, StaleGroup
+from pagination_index.models import GivenUpRecord, RebuildFence, RebuildJournal, ShardCheckpoint, StaleGroup
 from pagination_index.stream import Backoff, StreamConsumer
 from tests import factories
 from tests.pagination_index.streams import (
@@ -397,6 +397,19 @@ def test_sync_index_gives_up_on_a_record_it_cannot_apply_durably(comments_table,
     assert not consumer().run(once=True).records  # checkpointed past it: not met again
     with pytest.raises(CommandError, match="lost stream records"):
         call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
+    _assert_dead_lettered("sync_index")
+    assert GivenUpRecord.objects.get().shard_id in set(ShardCheckpoint.objects.values_list("shard_id", flat=True))
+
+
+def _assert_dead_lettered(via: str) -> GivenUpRecord:
+    """Issue 45: the record given up on is in the dead-letter table, whole (its 1,500-byte id), not yet repaired."""
+    row = GivenUpRecord.objects.get()
+    assert row.via == via and row.stream_arn == stream_arn() and row.event_name == "INSERT"
+    assert row.record["dynamodb"]["SequenceNumber"] == row.sequence_number
+    assert row.record["dynamodb"]["NewImage"]["PK"]["S"].endswith("p" * 1500)
+    assert row.groups == ["A"] and row.error.startswith("InvalidIndexWrite") or "Error: " in row.error
+    assert row.repaired_at is None
+    return row
 
 
 @pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
@@ -408,3 +421,6 @@ def test_lambda_gives_up_on_a_record_it_cannot_apply_durably(comments_table, dyn
     assert handler(event, None) == {"batchItemFailures": []}
     assert get_index().count("A") == 3 and get_index().count("B") == 2
     assert "A" in set(StaleGroup.objects.values_list("group", flat=True))
+    _assert_dead_lettered("lambda")
+    assert handler(event, None) == {"batchItemFailures": []}  # the same batch again: still one row
+    assert GivenUpRecord.objects.count() == 1
