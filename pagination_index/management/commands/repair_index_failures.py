@@ -101,14 +101,8 @@ class Command(ReportingCommand):
             self._rebuild(groups, everything)
             GivenUpRecord.objects.using(database).filter(pk__in=[row.pk for row in dead]).update(
                 repaired_at=timezone.now())
-        if received:  # only now: a message is gone once what it named is marked (and rebuilt)
-            for start in range(0, len(received), RECEIVE_BATCH):
-                batch = received[start:start + RECEIVE_BATCH]
-                answer = client.delete_message_batch(QueueUrl=queue, Entries=[
-                    {"Id": str(n), "ReceiptHandle": message["ReceiptHandle"]} for n, message in enumerate(batch)])
-                for failed in answer.get("Failed", []):
-                    self.warn(f"message {batch[int(failed['Id'])]['MessageId']} could not be deleted "
-                              f"({failed.get('Code')}): it will be handled again (harmless)")
+        for message in received:  # only now: a message goes once what it named is marked (and rebuilt)
+            client.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
         if dead and not rebuild and not (files or received):
             self.summary(f"{handled} not yet repaired; their groups ({', '.join(sorted(groups)) or '*'}) are marked "
                          f"for rebuild: fix what made them fail, then run this command with --rebuild")
