@@ -1,6 +1,7 @@
 """Read-only admin pages for what the stream consumer keeps: shard checkpoints, the groups marked for
 rebuild after lost records and the records it gave up on (the dead-letter table). Only sync_index,
-rebuild_index, verify_index --repair and repair_index_failures change them; an edit here could skip or replay stream records, so nobody may add, change or delete."""
+rebuild_index, verify_index --repair and repair_index_failures change them; an edit here could skip
+or replay stream records, so nobody may add, change or delete."""
 from django.contrib import admin
 
 from pagination_index import get_index

@@ -80,9 +80,9 @@ class Command(ReportingCommand):
         dead = list(GivenUpRecord.objects.using(database).filter(repaired_at__isnull=True).order_by("given_up_at")
                     ) if given_up else []
         for row in dead:  # the report --given-up asks for: on stdout
-            self.stdout.write(f"given up by {row.via} at {row.given_up_at:%Y-%m-%d %H:%M:%S}: record {row.sequence_number} "
-                      f"({row.event_name}) of {row.shard_id or 'an unknown shard'}: "
-                      f"{', '.join(row.groups) or 'no group'}; {row.error}")
+            self.stdout.write(f"given up by {row.via} at {row.given_up_at:%Y-%m-%d %H:%M:%S}: record "
+                              f"{row.sequence_number} ({row.event_name}) of {row.shard_id or 'an unknown shard'}: "
+                              f"{', '.join(row.groups) or 'no group'}; {row.error}")
             everything |= StaleGroup.ALL in row.groups
             groups |= set(row.groups) - {StaleGroup.ALL}
         handled = f"{len(files)} file(s), {len(received)} queue message(s), {len(dead)} given-up record(s)"
@@ -131,7 +131,8 @@ class Command(ReportingCommand):
         stay in the queue, invisible for VISIBILITY_SECONDS, until deleted."""
         messages: dict[str, dict] = {}
         while len(messages) < limit:
-            answer = client.receive_message(QueueUrl=queue, MaxNumberOfMessages=min(RECEIVE_BATCH, limit - len(messages)),
+            answer = client.receive_message(QueueUrl=queue,
+                                            MaxNumberOfMessages=min(RECEIVE_BATCH, limit - len(messages)),
                                             WaitTimeSeconds=wait_seconds, VisibilityTimeout=VISIBILITY_SECONDS)
             if not answer.get("Messages"):
                 break
