@@ -1,10 +1,11 @@
-"""Read-only admin pages for what the stream consumer keeps: shard checkpoints and the groups marked for
-rebuild after lost records. Only sync_index, rebuild_index and verify_index --repair change them; an
-edit here could skip or replay stream records, so nobody may add, change or delete."""
+"""Read-only admin pages for what the stream consumer keeps: shard checkpoints, the groups marked for
+rebuild after lost records and the records it gave up on (the dead-letter table). Only sync_index,
+rebuild_index, verify_index --repair and repair_index_failures change them; an edit here could skip
+or replay stream records, so nobody may add, change or delete."""
 from django.contrib import admin
 
 from pagination_index import get_index
-from pagination_index.models import ShardCheckpoint, StaleGroup
+from pagination_index.models import GivenUpRecord, ShardCheckpoint, StaleGroup
 from pagination_index.stream import checkpoint_database
 
 
@@ -43,3 +44,11 @@ class StaleGroupAdmin(ReadOnlyAdmin):
     list_display = ["group", "reason", "detected_at"]
     search_fields = ["group", "reason"]
     ordering = ["-detected_at"]
+
+
+@admin.register(GivenUpRecord)
+class GivenUpRecordAdmin(ReadOnlyAdmin):
+    list_display = ["sequence_number", "event_name", "via", "shard_id", "error", "given_up_at", "repaired_at"]
+    list_filter = ["via", ("repaired_at", admin.EmptyFieldListFilter)]
+    search_fields = ["sequence_number", "shard_id", "stream_arn", "error"]
+    ordering = ["-given_up_at"]

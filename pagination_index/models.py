@@ -128,6 +128,34 @@ class StaleGroup(models.Model):
         return f"{self.group}: {self.reason}"
 
 
+class GivenUpRecord(models.Model):
+    """The dead-letter table: a stream record that could never be applied, kept whole, with why, so
+    that nothing is dropped unnoticed and `repair_index_failures --given-up` can rebuild its groups.
+
+    One row per record and consumer (a record given up on twice, e.g. a batch replayed after a crash,
+    stays one row); `repaired_at` is set once its groups have been rebuilt.
+    """
+
+    stream_arn = models.CharField(max_length=2048, blank=True)
+    shard_id = models.CharField(max_length=255, blank=True)
+    sequence_number = models.CharField(max_length=64)
+    event_name = models.CharField(max_length=16, blank=True)
+    record = models.JSONField()
+    groups = models.JSONField(default=list)  # the groups it concerned ("*": unknown) when given up on
+    error = models.TextField()
+    via = models.CharField(max_length=32)  # "sync_index" or "lambda"
+    given_up_at = models.DateTimeField()
+    repaired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["stream_arn", "sequence_number", "via"],
+                                               name="given_up_record_once")]
+        indexes = [models.Index(fields=["repaired_at", "given_up_at"], name="given_up_record_open")]
+
+    def __str__(self):
+        return f"{self.sequence_number} ({self.event_name}) by {self.via}"
+
+
 class RebuildFence(models.Model):
     """A group a rebuild is refilling right now: the stream's ops for it go to RebuildJournal
     instead of the index until the rebuild has swapped the group in and replayed them, so no write

@@ -9,6 +9,7 @@ the business of the sources declared on the table (pagination_index/sources.py).
 """
 from __future__ import annotations
 
+import base64
 import heapq
 import itertools
 import logging
@@ -71,10 +72,11 @@ UNAPPLIABLE = (ValueError,)
 
 
 def apply_or_give_up(index: BaseIndex, records: list[dict], sources: Iterable[BaseSource], *, using: str,
-                     via: str) -> int:
+                     via: str, stream_arn: str = "", shard_of: dict[int, str] | None = None) -> int:
     """apply_records; when the batch holds a record that cannot be applied (UNAPPLIABLE), the records
-    one by one, giving up on each such record (give_up: its groups marked stale, durably) and
-    applying the others. An outage still raises. Returns the ops made."""
+    one by one, giving up on each such record (give_up: its groups marked stale and the record kept in
+    the dead-letter table, durably) and applying the others. An outage still raises. Returns the ops
+    made. `shard_of`: the shard each record was read from, by id() of the record."""
     try:
         return apply_records(index, records, sources)
     except UNAPPLIABLE as exc:
@@ -84,17 +86,21 @@ def apply_or_give_up(index: BaseIndex, records: list[dict], sources: Iterable[Ba
         try:
             ops += apply_records(index, [record], sources)
         except UNAPPLIABLE as exc:
-            give_up(record, exc, sources, using=using, via=via)
+            give_up(record, exc, sources, using=using, via=via, stream_arn=stream_arn,
+                    shard_id=(shard_of or {}).get(id(record), ""))
     return ops
 
 
-def give_up(record: dict, exc: Exception, sources: Iterable[BaseSource], *, using: str, via: str) -> list[str]:
+def give_up(record: dict, exc: Exception, sources: Iterable[BaseSource], *, using: str, via: str,
+            stream_arn: str = "", shard_id: str = "") -> list[str]:
     """A record that cannot be applied is never dropped unnoticed: its groups (every group, "*", when
     the record cannot even be read) are marked stale in the checkpoint database (StaleGroup rows:
     verify_index fails and the pagination_index_stale_groups gauge counts them until `rebuild_index`
-    rebuilds them), it is logged as an error, and signals.record_given_up is sent (metrics)."""
+    rebuilds them), the record itself goes to the dead-letter table (GivenUpRecord, which
+    `repair_index_failures --given-up` reads), it is logged as an error, and signals.record_given_up
+    is sent (metrics)."""
     from pagination_index import signals
-    from pagination_index.models import StaleGroup
+    from pagination_index.models import GivenUpRecord, StaleGroup
     from pagination_index.stale import stale_groups_mark
 
     try:
@@ -104,9 +110,31 @@ def give_up(record: dict, exc: Exception, sources: Iterable[BaseSource], *, usin
     sequence = (record.get("dynamodb") or {}).get("SequenceNumber", "?")
     reason = (f"stream record {sequence} ({record.get('eventName', '?')}) could not be applied ({exc}); "
               f"given up on by {via}")[:2000]
-    stale_groups_mark(groups=groups, reason=reason, using=using)
+    with transaction.atomic(using=using):
+        stale_groups_mark(groups=groups, reason=reason, using=using)
+        # Keyed on the record's sequence number: the same record given up on again (its batch
+        # replayed after a crash before the checkpoint) stays one row, with the latest error.
+        GivenUpRecord.objects.using(using).update_or_create(
+            stream_arn=stream_arn or record.get("eventSourceARN", ""), sequence_number=sequence, via=via,
+            defaults={"shard_id": shard_id, "event_name": record.get("eventName", ""), "record": jsonable(record),
+                      "groups": groups, "error": f"{type(exc).__name__}: {exc}"[:10000],
+                      "given_up_at": timezone.now(), "repaired_at": None})
     signals.record_given_up.send(via, record=record, groups=groups, error=exc)
     return groups
+
+
+def jsonable(value):
+    """A stream record as JSON can hold it: GetRecords' datetimes as ISO 8601, binary attributes
+    (bytes) base64-encoded as the Lambda event and the DynamoDB JSON wire format carry them."""
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(item) for item in value]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
 
 
 def checkpoint_database(index: BaseIndex) -> str:
@@ -673,8 +701,9 @@ class StreamConsumer:
             # Fencing tokens: an index outside this database refuses them once a newer lease applied.
             epochs = {self.fence_name(batch.checkpoint.shard_id): batch.checkpoint.lease_epoch for batch in kept}
             with self.index.fenced(epochs):
-                ops = apply_or_give_up(self.index, records, self.sources, using=self.database,
-                                       via="sync_index") if records else 0
+                shard_of = {id(record): batch.checkpoint.shard_id for batch in kept for record in batch.records}
+                ops = apply_or_give_up(self.index, records, self.sources, using=self.database, via="sync_index",
+                                       stream_arn=self.stream_arn, shard_of=shard_of) if records else 0
             now = timezone.now()
             last: dict[str, Batch] = {}
             records_of: dict[str, int] = {}  # records committed per shard

@@ -145,6 +145,9 @@ def _actions(service: str, operation: str, params: dict, region: str) -> list[tu
         key = params.get("Key") or next((o["Key"] for o in params.get("Delete", {}).get("Objects", [])), None)
         resource = f"arn:aws:s3:::{bucket}" + (f"/{key}" if key and operation != "ListObjectsV2" else "")
         return [(S3_ACTIONS.get(operation, f"s3:{operation}"), resource)]
+    if service == "sqs" and params.get("QueueUrl"):  # the queue's name is the URL's last segment
+        name = params["QueueUrl"].rstrip("/").rsplit("/", 1)[-1]
+        return [(f"sqs:{operation}", f"arn:aws:sqs:{region}:{ACCOUNT}:{name}")]
     return [(f"{service}:{operation}", "*")]
 
 

@@ -1,10 +1,10 @@
-"""The admin's stream checkpoint and stale-group pages: staff only, listed and searchable, read-only."""
+"""The admin's stream checkpoint, stale-group and dead-letter pages: staff only, listed and searchable, read-only."""
 from datetime import datetime, timezone
 
 import pytest
 from django.urls import reverse
 
-from pagination_index.models import ShardCheckpoint, StaleGroup
+from pagination_index.models import GivenUpRecord, ShardCheckpoint, StaleGroup
 from tests.config import index_config
 
 pytestmark = pytest.mark.django_db
@@ -25,7 +25,16 @@ def stale():
     return StaleGroup.objects.create(group="KETTLE-2000/5", reason="TrimmedDataAccessException", detected_at=AT)
 
 
-PAGES = [("shardcheckpoint", "checkpoint", "shardId-0001-abc"), ("stalegroup", "stale", "KETTLE-2000/5")]
+@pytest.fixture
+def given_up():
+    return GivenUpRecord.objects.create(
+        stream_arn="arn:aws:dynamodb:local:000000000000:table/comments/stream/2026", shard_id="shardId-0001-abc",
+        sequence_number="4200000000000000000099", event_name="INSERT", record={"eventName": "INSERT"},
+        groups=["KETTLE-2000"], error="InvalidIndexWrite: refused", via="sync_index", given_up_at=AT)
+
+
+PAGES = [("shardcheckpoint", "checkpoint", "shardId-0001-abc"), ("stalegroup", "stale", "KETTLE-2000/5"),
+         ("givenuprecord", "given_up", "4200000000000000000099")]
 
 
 @pytest.mark.parametrize("model,fixture,shown", PAGES)
@@ -64,7 +73,7 @@ def test_nobody_can_add_change_or_delete(admin_client, request, model, fixture, 
     assert {field.name: getattr(row, field.name) for field in row._meta.fields} == before
 
 
-@pytest.mark.parametrize("model", ["shardcheckpoint", "stalegroup"])
+@pytest.mark.parametrize("model", ["shardcheckpoint", "stalegroup", "givenuprecord"])
 def test_visitors_are_sent_to_the_login(client, model):
     response = client.get(reverse(f"admin:pagination_index_{model}_changelist"))
     assert response.status_code == 302 and response["Location"].startswith(reverse("admin:login"))

@@ -6,6 +6,7 @@ import dataclasses
 import io
 import threading
 import time
+import types
 from datetime import timedelta
 
 import pytest
@@ -18,7 +19,7 @@ from tests.config import index_config, source_of
 from pagination_index.aws_lambda import handler
 from pagination_index.leases import LeaseLost
 from pagination_index.fences import Fences
-from pagination_index.models import RebuildFence, RebuildJournal, ShardCheckpoint, StaleGroup
+from pagination_index.models import GivenUpRecord, RebuildFence, RebuildJournal, ShardCheckpoint, StaleGroup
 from pagination_index.stream import Backoff, StreamConsumer
 from tests import factories
 from tests.pagination_index.streams import (
@@ -397,6 +398,47 @@ def test_sync_index_gives_up_on_a_record_it_cannot_apply_durably(comments_table,
     assert not consumer().run(once=True).records  # checkpointed past it: not met again
     with pytest.raises(CommandError, match="lost stream records"):
         call_command("verify_index", verbosity=0, stderr=io.StringIO(), recheck_seconds=0)
+    _assert_dead_lettered("sync_index")
+    assert GivenUpRecord.objects.get().shard_id in set(ShardCheckpoint.objects.values_list("shard_id", flat=True))
+
+
+def _assert_dead_lettered(via: str) -> GivenUpRecord:
+    """Issue 45: the record given up on is in the dead-letter table, whole (its 1,500-byte id), not yet repaired."""
+    row = GivenUpRecord.objects.get()
+    assert row.via == via and row.stream_arn == stream_arn() and row.event_name == "INSERT"
+    assert row.record["dynamodb"]["SequenceNumber"] == row.sequence_number
+    assert row.record["dynamodb"]["NewImage"]["PK"]["S"].endswith("p" * 1500)
+    assert "A" in row.groups and "refused a member of group 'A' as invalid" in row.error
+    assert row.repaired_at is None
+    return row
+
+
+@pytest.mark.django_db(transaction=True)
+def test_repair_index_failures_rebuilds_what_was_given_up_on(comments_table, dynamodb_index_options, settings):
+    """Issue 45: the dead-letter table is repairable. `repair_index_failures --given-up` lists the record;
+    once its cause is fixed (here the comment is deleted), `--rebuild` rebuilds its groups, clears their
+    marks and marks the record repaired, so the next run finds nothing."""
+    _a_record_the_dynamodb_index_refuses(settings, dynamodb_index_options)
+    consumer().run(once=True)
+    row = GivenUpRecord.objects.get()
+    out = io.StringIO()
+    call_command("repair_index_failures", given_up=True, stdout=out, stderr=io.StringIO())
+    assert row.sequence_number in out.getvalue() and "1 given-up record(s)" in out.getvalue()
+    assert GivenUpRecord.objects.get().repaired_at is None  # listed, not repaired
+    delete(types.SimpleNamespace(pk="p" * 1500, sk="2030-01-01T00:00:00.000000Z"))  # the cause, fixed
+    call_command("repair_index_failures", given_up=True, rebuild=True, stdout=io.StringIO(), stderr=io.StringIO())
+    assert GivenUpRecord.objects.get().repaired_at is not None
+    assert not StaleGroup.objects.exists()
+    assert_index_equals_table("A", "B")
+    call_command("verify_index", verbosity=0, stdout=io.StringIO(), stderr=io.StringIO(), recheck_seconds=0)
+    out = io.StringIO()
+    call_command("repair_index_failures", given_up=True, rebuild=True, stdout=out, stderr=io.StringIO())
+    assert "0 given-up record(s)" in out.getvalue()
+
+
+def test_repair_index_failures_needs_something_to_repair():
+    with pytest.raises(CommandError, match="FOLDER of on-failure messages, --queue URL or --given-up"):
+        call_command("repair_index_failures", stdout=io.StringIO(), stderr=io.StringIO())
 
 
 @pytest.mark.django_db(transaction=True)  # the handler manages its connection, as in Lambda
@@ -408,3 +450,6 @@ def test_lambda_gives_up_on_a_record_it_cannot_apply_durably(comments_table, dyn
     assert handler(event, None) == {"batchItemFailures": []}
     assert get_index().count("A") == 3 and get_index().count("B") == 2
     assert "A" in set(StaleGroup.objects.values_list("group", flat=True))
+    _assert_dead_lettered("lambda")
+    assert handler(event, None) == {"batchItemFailures": []}  # the same batch again: still one row
+    assert GivenUpRecord.objects.count() == 1
