@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import connections
@@ -118,6 +119,7 @@ def leases_renew(*, stream_arn: str, owner: str, seconds: float, using: str) -> 
 # notices the dead connection: with the kernel's default keepalives, about two hours, during which no
 # standby can take a shard. So the consumer's sessions end themselves within about half a lease.
 _SESSION_LEASES: dict[str, float] = {}  # database alias -> the shortest lease a consumer on it holds
+_SESSION_USERS: dict[str, int] = {}  # database alias -> consumers running on it
 
 
 def session_settings(lease_seconds: float) -> dict[str, str]:
@@ -155,10 +157,22 @@ def _on_connection(sender, connection, **kwargs) -> None:
     _set_session(connection)
 
 
-def bound_sessions(using: str, lease_seconds: float) -> None:
-    """Every session on `using` from now on (and the open one) gets session_settings(): a stream
-    consumer calls it for its checkpoint database."""
+@contextmanager
+def bound_sessions(using: str, lease_seconds: float):
+    """While inside, every session on `using` (the open one, and each new one) gets session_settings():
+    a stream consumer's run() wraps its loop in it for its checkpoint database. On the way out the
+    settings stop applying to new sessions and this thread's session is closed, so a process that ran
+    sync_index through call_command (tests, `make run`) goes on with ordinary sessions."""
+    _SESSION_USERS[using] = _SESSION_USERS.get(using, 0) + 1
     _SESSION_LEASES[using] = min(lease_seconds, _SESSION_LEASES.get(using, lease_seconds))
     connection = connections[using]
     if connection.connection is not None:
         _set_session(connection)
+    try:
+        yield
+    finally:
+        _SESSION_USERS[using] -= 1
+        if not _SESSION_USERS[using]:
+            del _SESSION_USERS[using], _SESSION_LEASES[using]
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:  # (a test's transaction stays)
+            connection.close()

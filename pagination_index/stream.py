@@ -267,7 +267,6 @@ class StreamConsumer:
         self.stop_event = stop_event or threading.Event()
         self.owner = owner or new_owner_id()
         self.lease_seconds = lease_seconds
-        bound_sessions(self.database, lease_seconds)  # a partitioned consumer's locks go within a lease
         self.backoff = backoff or Backoff()
         self.workers = max(1, workers)
         self.client = self.source.stream_client()
@@ -768,6 +767,13 @@ class StreamConsumer:
         on the way out so a standby consumer takes over without waiting for them to expire."""
         total = PollResult()
         failures = 0
+        # A partitioned consumer's row locks go within about a lease. Only here, in the consumer's own
+        # loop: rebuild_index holds leases through this class too, and its long transactions must not
+        # inherit the consumer's timeouts.
+        with bound_sessions(self.database, self.lease_seconds):
+            return self._run(once=once, poll_seconds=poll_seconds, on_poll=on_poll, total=total, failures=failures)
+
+    def _run(self, *, once: bool, poll_seconds: float, on_poll, total: PollResult, failures: int) -> PollResult:
         try:
             while not self.stop_event.is_set():
                 try:

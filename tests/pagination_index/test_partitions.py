@@ -35,17 +35,17 @@ def dsn(alias: str) -> str:
 @pytest.mark.django_db(transaction=True, databases="__all__")
 def test_a_consumers_sessions_get_the_lease_bound_settings(postgres_database):
     connection = connections[postgres_database]
-    try:
-        bound_sessions(postgres_database, LEASE)
+    with bound_sessions(postgres_database, LEASE):
         connection.close()
         with connection.cursor() as cursor:  # a new session: the connection_created hook set them
             cursor.execute("SHOW idle_in_transaction_session_timeout")
             assert cursor.fetchone()[0] == "2s"
             cursor.execute("SHOW tcp_keepalives_count")
             assert cursor.fetchone()[0] == "3"
-    finally:
-        leases._SESSION_LEASES.pop(postgres_database, None)
-        connection.close()
+    assert postgres_database not in leases._SESSION_LEASES
+    with connection.cursor() as cursor:  # after the consumer: ordinary sessions again
+        cursor.execute("SHOW idle_in_transaction_session_timeout")
+        assert cursor.fetchone()[0] == "0"
 
 
 @pytest.mark.parametrize("bounded", [True, False], ids=["lease-bound-session", "default-session-keeps-the-lock"])
