@@ -35,12 +35,17 @@ class RespIndex(RedisIndex):
     encode = staticmethod(str.encode)
     decode = staticmethod(bytes.decode)
 
+    # serve_index has no replicas to WAIT for and keeps no fences: the consumer's lease epochs are not
+    # checked here (one serve_index owns the files; a paused consumer is fenced only by its lease).
+    fenced = NetWriteIndex.fenced
+
     def __init__(self, options=None):
         NetWriteIndex.__init__(self, options)
         if not self.options.get("LOCATION"):
             raise ImproperlyConfigured("RespIndex: OPTIONS['LOCATION'] must be serve_index's URL (PAGINATION_INDEX_RESP_URL)")
         self.prefix = ""
         self.cluster = False
+        self.sentinel = False
         self._client = None
         self._writer = None
 
