@@ -367,7 +367,7 @@ class RedisIndex(NetWriteIndex):
         epochs = getattr(self._fencing, "epochs", None)
         for batch in self._by_slot(set(scored) | set(removes)):
             fences = sorted({self.fence_key(group) for group in batch}) if epochs else []
-            with self._writer(self.key(batch[0]), direct=bool(fences)) as pipe:
+            with self._transaction(self.key(batch[0]), direct=bool(fences)) as pipe:
                 if fences:
                     self._check_fences(pipe, fences, epochs)
                 for group in batch:
@@ -387,7 +387,7 @@ class RedisIndex(NetWriteIndex):
                                     "already applied by another consumer")
         pipe.multi()
 
-    def _writer(self, key: str, direct: bool = False):
+    def _transaction(self, key: str, direct: bool = False):
         """A transaction for writes to `key`'s slot: with SYNC["WAIT_REPLICAS"], one that WAITs for
         that many replicas after its EXEC; on a cluster, when waiting or fencing (`direct`), sent to
         the primary of the key's slot through its own connection pool (WAIT counts one connection's
@@ -442,7 +442,7 @@ class RedisIndex(NetWriteIndex):
                         pipe.execute()
                     written = True
                 pipe.execute()
-            with self._writer(key) as pipe:  # the swap, like a batch, waits for the replicas
+            with self._transaction(key) as pipe:  # the swap, like a batch, waits for the replicas
                 if written:
                     pipe.execute_command("EVAL", SWAP_IN, 2, temp, key)  # ClusterPipeline has no eval()
                 else:

@@ -35,6 +35,10 @@ class RespIndex(RedisIndex):
     encode = staticmethod(str.encode)
     decode = staticmethod(bytes.decode)
 
+    # serve_index has no replicas to WAIT for and keeps no fences: the consumer's lease epochs are not
+    # checked here (one serve_index owns the files; a paused consumer is fenced only by its lease).
+    fenced = NetWriteIndex.fenced
+
     def __init__(self, options=None):
         NetWriteIndex.__init__(self, options)
         if not self.options.get("LOCATION"):
@@ -46,10 +50,6 @@ class RespIndex(RedisIndex):
         self.wait_replicas, self.wait_timeout = 0, 0.0
         self._client = None
         self._writer = None
-
-    # serve_index has no WATCH, so no fencing tokens: its writes are ordered by the one server, and a
-    # consumer that lost its lease can still write a batch it read before (docs/backends-resp.md).
-    fenced = NetWriteIndex.fenced
 
     @property
     def writer(self):
