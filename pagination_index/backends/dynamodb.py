@@ -147,7 +147,8 @@ def spread(entries: list[Entry], size: int, span: int, most: int) -> tuple[int, 
     that none passes PAGE_ITEM_BYTES (piled on one page, what a region grew by rolled on towards
     the newest end and grew past 400 KB: issue 42). Returns (exact pages, the pages' entries);
     (0, []) when no exact page fits."""
-    for full in range(min(most, span - 1 if span > 1 else 1), 0, -1):
+    # An exact page holds `size` entries: no more of them than the entries fill.
+    for full in range(min(most, span - 1 if span > 1 else 1, len(entries) // size), 0, -1):
         rest = entries[full * size:]
         per = max(size, -(-len(rest) // (span - full)))
         pages = [entries[i * size:(i + 1) * size] for i in range(full)]
