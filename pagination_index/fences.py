@@ -19,17 +19,20 @@ being closed.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Iterable
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from pagination_index.backends.base import Add, BaseIndex, Op, Remove
 from pagination_index.models import RebuildFence, RebuildJournal
+
+logger = logging.getLogger(__name__)
 
 REPLAY_CHUNK = 1000
 
@@ -126,8 +129,14 @@ class Fences:
         def keep():
             try:
                 while not done.wait(self.seconds / 3):
-                    RebuildFence.objects.using(self.using).filter(owner=self.owner).update(
-                        expires_at=timezone.now() + timedelta(seconds=self.seconds))
+                    try:
+                        RebuildFence.objects.using(self.using).filter(owner=self.owner).update(
+                            expires_at=timezone.now() + timedelta(seconds=self.seconds))
+                    except DatabaseError as exc:  # a locked SQLite, a dropped connection: try again
+                        # next time; a fence that expires meanwhile is found by close()
+                        logger.warning("could not renew rebuild fences (%s); trying again in %.0f s",
+                                       exc, self.seconds / 3)
+                        connections[self.using].close()
             finally:
                 connections[self.using].close()
 
