@@ -23,6 +23,7 @@ from rest_framework.pagination import PageNumberPagination  # noqa: E402
 from rest_framework.request import Request  # noqa: E402
 
 from pagination_index import query  # noqa: E402
+from tables import definitions  # noqa: E402  (beside this script: sys.path[0])
 
 blocks = json.loads(os.environ["QUICKSTART_BLOCKS"])
 client = boto3.client("dynamodb")
@@ -31,20 +32,8 @@ checked = {"pages": 0, "drf_pages": 0}
 
 
 def create_tables():
-    stream = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-    client.create_table(
-        TableName="lib_events", BillingMode="PAY_PER_REQUEST", StreamSpecification=stream,
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"},
-                              {"AttributeName": "owner", "AttributeType": "S"},
-                              {"AttributeName": "ts", "AttributeType": "N"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[{"IndexName": "byOwner", "Projection": {"ProjectionType": "ALL"},
-                                 "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"},
-                                               {"AttributeName": "ts", "KeyType": "RANGE"}]}])
-    client.create_table(
-        TableName="lib_app", BillingMode="PAY_PER_REQUEST", StreamSpecification=stream,
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}, {"AttributeName": "SK", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}])
+    for request in definitions("lib_events", "lib_app"):
+        client.create_table(**request)
     for table in ("lib_events", "lib_app"):
         client.get_waiter("table_exists").wait(TableName=table)
 

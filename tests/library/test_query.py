@@ -17,9 +17,7 @@ from comments.table.client import dynamodb
 from pagination_index import query
 from pagination_index.sources import TableSource
 from tests.config import index_config
-
-STREAM = {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
-
+from tests.library.tables import definitions
 
 @pytest.fixture
 def tables(dynamodb_settings):
@@ -27,19 +25,8 @@ def tables(dynamodb_settings):
     suffix = uuid.uuid4().hex[:8]
     events, app = f"lib_events-{suffix}", f"lib_app-{suffix}"
     client = dynamodb()
-    client.create_table(
-        TableName=events, BillingMode="PAY_PER_REQUEST", StreamSpecification=STREAM,
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"},
-                              {"AttributeName": "owner", "AttributeType": "S"},
-                              {"AttributeName": "ts", "AttributeType": "N"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        GlobalSecondaryIndexes=[{"IndexName": "byOwner", "Projection": {"ProjectionType": "ALL"},
-                                 "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"},
-                                               {"AttributeName": "ts", "KeyType": "RANGE"}]}])
-    client.create_table(
-        TableName=app, BillingMode="PAY_PER_REQUEST", StreamSpecification=STREAM,
-        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}, {"AttributeName": "SK", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}])
+    for request in definitions(events, app):
+        client.create_table(**request)
     for table in (events, app):
         client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
     yield events, app
