@@ -40,7 +40,8 @@ def pager(context, page, *, on_each_side: int = 3, on_ends: int = 2, param: str 
         if number == paginator.ELLIPSIS:
             links.append({"ellipsis": number})
         else:
-            links.append({"number": number, "href": page_href(path, query, param, number), "current": number == page.number})
+            links.append({"number": number, "href": page_href(path, query, param, number),
+                          "current": number == page.number})
     return {
         "page": page,
         "links": links if paginator.num_pages > 1 else [],

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import uuid
 from decimal import Decimal
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.paginator import EmptyPage, Paginator
+from django.http import Http404
 from django.template import engines
 from django.test import RequestFactory
 from rest_framework import serializers
@@ -29,6 +32,7 @@ from pagination_index.paginator import IndexPaginator
 from tests.config import index_config
 from tests.library.tables import definitions
 
+ROOT = Path(__file__).resolve().parents[2]
 PER_PAGE = 10
 # An index nothing answers (the DynamoDB backend on a port nobody listens on): truly down.
 DOWN = {"BACKEND": "pagination_index.backends.dynamodb.DynamoDBIndex",
@@ -122,6 +126,8 @@ def test_drf_pages_a_group_through_the_index(events):
     # A client's page size is capped at max_page_size.
     _, big = get({"size": 1000})
     assert [event["id"] for event in big["results"]] == truth[:Pagination.max_page_size]
+    schema = Pagination().get_paginated_response_schema({"type": "array"})
+    assert list(schema["properties"]) == ["count", "count_is_estimate", "next", "previous", "results"]
 
     # The count is the index's, not a scan of the table: an item the index has not had yet is not counted.
     put_event(events, "late", "alice", 1_800_000_000_000)
@@ -231,8 +237,8 @@ def test_the_pager_links_every_page_of_the_elided_range_keeping_other_parameters
     assert hrefs["1"] == "/events/alice/?rating=4&rating=5"  # page 1: one URL, no ?page=1
     assert hrefs["24"] == "/events/alice/?rating=4&rating=5&page=24"
     assert "?rating=4&amp;rating=5&amp;page=24" in html  # the & escaped in the attribute
-    assert [(attrs["href"], text) for _, attrs, text in items if attrs.get("rel") == "prev"] == [(hrefs["24"], "Previous")]
-    assert [(attrs["href"], text) for _, attrs, text in items if attrs.get("rel") == "next"] == [(hrefs["26"], "Next")]
+    rels = [(attrs["rel"], attrs["href"], text) for _, attrs, text in items if "rel" in attrs]
+    assert rels == [("prev", hrefs["24"], "Previous"), ("next", hrefs["26"], "Next")]
     assert [text for _, attrs, text in items if attrs.get("aria-current") == "page"] == ["25"]
     assert html.count('class="ellipsis"') == 2
     assert '<nav class="pager" aria-label="Pages">' in html
@@ -268,5 +274,51 @@ def test_the_pager_over_a_query_of_the_index(events):
     call_command("rebuild_index", verbosity=0)
     page = IndexPaginator(query("events", "alice"), PER_PAGE).page(12)
     items = parsed(render(page, params={"page": "12", "rating": "5"}))
-    assert [text for _, _, text in items] == ["Previous", "1", "2", "…", "9", "10", "11", "12", "13", "14", "15", "Next"]
+    assert [text for _, _, text in items] == [
+        "Previous", "1", "2", "…", "9", "10", "11", "12", "13", "14", "15", "Next"]
     assert next(attrs["href"] for _, attrs, text in items if text == "15") == "/events/alice/?page=15&rating=5"
+
+
+# --- the docs' code (docs/library/extras.md) ---------------------------------------------------------
+EXTRAS = ROOT / "docs/library/extras.md"
+
+
+def doc_blocks() -> dict[str, str]:
+    """extras.md's code blocks marked `<!-- test: name -->`, by name."""
+    return dict(re.findall(r"<!-- test: (\w+) -->\s*```\w+\n(.*?)```", EXTRAS.read_text(), re.S))
+
+
+@pytest.mark.django_db
+def test_the_docs_code_serves_pages(events, settings, tmp_path):
+    call_command("rebuild_index", verbosity=0)
+    truth = full_query(events, "alice")
+    blocks = doc_blocks()
+    assert set(blocks) == {"drf", "view", "template"}
+    namespace = {}
+    exec(blocks["drf"], namespace)  # noqa: S102 - the docs' code, run as a reader would run it
+    view = namespace["EventList"].as_view()
+    response = view(APIRequestFactory().get("/events/alice/", {"page": 2, "page_size": 500}), owner="alice")
+    response.render()
+    body = json.loads(response.content)
+    assert [event["id"] for event in body["results"]] == truth[100:143] and body["count"] == 143
+    assert view(APIRequestFactory().get("/events/alice/", {"page": 99}), owner="alice").status_code == 404
+
+    (tmp_path / "events.html").write_text(blocks["template"])
+    settings.TEMPLATES = [{**engine, "DIRS": [*engine["DIRS"], tmp_path]} if "DjangoTemplates" in engine["BACKEND"]
+                          else engine for engine in settings.TEMPLATES]
+    exec(blocks["view"], namespace)  # noqa: S102
+    request = RequestFactory().get("/events/alice/", {"rating": "5", "page": "3"})
+    html = namespace["events_page"](request, "alice").content.decode()
+    assert re.findall(r"<li>(\w+)</li>", html) == truth[50:75]
+    assert len(re.findall(r"<li>", html)) == 25 + 8  # the events, then the pager: 6 pages, Previous, Next
+    # The pager the docs show: page 3 of 15, through the docs' template.
+    page = IndexPaginator(query("events", "alice"), PER_PAGE).page(3)
+    html = render(page, params={"rating": "5", "page": "3"}, tag=blocks["template"].split("\n", 1)[1])
+    shown = re.search(r"On page 3 of 15, at `/events/alice/\?rating=5&page=3`:\s*```html\n(.*?)```",
+                      EXTRAS.read_text(), re.S)
+    lines = [line.strip() for line in shown.group(1).splitlines() if not line.strip().startswith("...")]
+    assert lines and all(line in html for line in lines), [line for line in lines if line not in html]
+    assert [text for _, _, text in parsed(html.split("</ol>")[1])] == [
+        "Previous", "1", "2", "3", "4", "5", "6", "…", "14", "15", "Next"]
+    with pytest.raises(Http404):
+        namespace["events_page"](RequestFactory().get("/events/alice/", {"page": "16"}), "alice")
