@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 import uuid
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -31,6 +32,7 @@ from pagination_index.contrib.drf import IndexPagination
 from pagination_index.paginator import IndexPaginator
 from tests.config import index_config
 from tests.library.tables import definitions
+from tests.ops.test_html_validity import vnu  # noqa: F401 (a fixture: the Nu HTML Checker)
 
 ROOT = Path(__file__).resolve().parents[2]
 PER_PAGE = 10
@@ -267,6 +269,31 @@ def test_the_pager_escapes_hostile_parameters_and_paths():
     assert href == ("/e/%22%3E%3Cb%3E/?q=%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E"
                     "&%22%3E%3Cscript%3Ealert%281%29%3C%2Fscript%3E=x&page=4")
     assert [tag for tag, _, _ in items] == ["a"] * 12  # 10 pages, no elision, Previous and Next
+
+
+def test_the_pagers_html_is_valid(vnu, tmp_path):
+    """The Nu HTML Checker (tests/ops/test_html_validity.py's, with its canary) over pagers in a page."""
+    hostile = '"><script>alert(1)</script>'
+    pagers = {
+        "middle": render(Paginator(range(500), 10).page(25), params={"rating": ["4", "5"], "page": "25"}),
+        "first": render(Paginator(range(500), 10).page(1)),
+        "hostile": render(Paginator(range(100), 10).page(3), path="/e/%22%3E/", params={"q": hostile, hostile: "x"}),
+        "bare": render(Paginator(range(30), 10).page(2), with_request=False),
+    }
+    files = []
+    for name, pager in pagers.items():
+        path = tmp_path / f"{name}.html"
+        path.write_text(f'<!doctype html><html lang="en"><head><title>{name}</title></head><body>{pager}</body></html>')
+        files.append(str(path))
+    canary = tmp_path / "canary.html"
+    canary.write_text('<!doctype html><html lang="en"><title>Canary</title><p><li>not in a list</li></p></html>')
+    result = subprocess.run([*vnu, "--format", "json", "--errors-only", *files, str(canary)],
+                            capture_output=True, text=True, timeout=600)
+    messages = json.loads(result.stderr or result.stdout)["messages"]
+    where = [message.get("url", "?").rsplit("/", 1)[-1] for message in messages]
+    assert "canary.html" in where, result.stderr
+    errors = [f"{page}: {message.get('message')}" for page, message in zip(where, messages) if page != "canary.html"]
+    assert not errors, errors
 
 
 @pytest.mark.django_db
