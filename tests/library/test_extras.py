@@ -6,9 +6,11 @@ query parameters kept, hostile values escaped)."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
+import sys
 import uuid
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -192,6 +194,16 @@ def test_a_short_group_is_exact_while_the_index_is_down(events, settings):
     response, body = get(owner="carol")
     assert (response.status_code, body["count"], body["count_is_estimate"]) == (200, 7, False)
     assert get({"page": 2}, owner="carol")[0].status_code == 404
+
+
+def test_without_drf_the_import_names_the_extra():
+    code = ("import sys; sys.modules['rest_framework'] = None\n"  # as if DRF were not installed
+            "import django; django.setup()\nimport pagination_index.contrib.drf")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"})
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("ImportError: pagination_index.contrib.drf needs Django REST framework: "
+                                        "pip install 'django-pagination-index[drf]'"), done.stderr
 
 
 # --- the pager tag -----------------------------------------------------------------------------------
