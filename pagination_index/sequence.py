@@ -352,16 +352,13 @@ class IndexedQuery:
         """Newest-first items [start, stop)."""
         if stop <= self.fast_items:
             return self._from_windows(start, stop)
-        if start == 0:
-            position = Position(0, {group: None for group in self.groups})
-        else:
-            try:
-                position = self.position_at(start)
-            except BeyondTheIndex as exc:
-                if self.index_behind([exc.group]):
-                    raise IndexUnavailable(f"the index does not hold all of {exc.group!r} yet: rebuild_index or "
-                                           "sync_index has not reached it") from exc
-                return Items()  # the group shrank since count(): the slice is past its end now
+        try:
+            position = self.position_at(start)
+        except BeyondTheIndex as exc:
+            if self.index_behind([exc.group]):
+                raise IndexUnavailable(f"the index does not hold all of {exc.group!r} yet: rebuild_index or "
+                                       "sync_index has not reached it") from exc
+            return Items()  # the group shrank since count(): the slice is past its end now
         return self.after(position, stop - start, served_by="index")
 
     def index_behind(self, groups: Sequence[str] | None = None) -> bool:
@@ -427,7 +424,10 @@ class IndexedQuery:
 
     # --- where a slice starts -----------------------------------------------------------------
     def position_at(self, offset: int) -> Position:
-        """The Position with `offset` items of the query before it, from the index."""
+        """The Position with `offset` items of the query before it, from the index (the top, asking
+        nothing, for 0: there is no boundary entry to search a union for)."""
+        if offset <= 0:
+            return Position(0, {group: None for group in self.groups})
         index = self.index
         if len(self.groups) == 1:
             ranks = {self.groups[0]: offset - 1}

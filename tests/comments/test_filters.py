@@ -354,3 +354,15 @@ def test_cursors_are_signed_with_a_key_of_their_own_and_survive_its_rotation(cli
     assert client.get(page).status_code == 200
     fresh = cursors.encode(SKU, (5,), Position(20, {f"{SKU}/5": None}))
     assert fresh != good  # new cursors are signed with the new key
+
+
+def test_a_union_resumes_from_any_position_the_index_gives(filter_product, filter_comments):
+    """position_at(offset) then after(): the slice at that offset, from the top (0: nothing asked of
+    the index; it raised for a union of groups) to the last item."""
+    ratings = (4, 5)
+    expected = matching(filter_comments, ratings)
+    items = comments_query(SKU, ratings, fast=False)
+    assert items.position_at(0) == Position(0, {f"{SKU}/4": None, f"{SKU}/5": None})
+    for offset in (0, 1, 199, 200, 777, len(expected) - 1):
+        found = items.after(items.position_at(offset), PER_PAGE)
+        assert [c.pk for c in found] == expected[offset:offset + PER_PAGE], offset
