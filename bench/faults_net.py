@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -209,7 +210,8 @@ class Cluster:
 
     def start_web(self, host: str) -> None:
         gunicorn = str(Path(sys.executable).parent / "gunicorn")
-        self.spawn(host, host, [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "shop.wsgi"],
+        # No control socket: both hosts' gunicorns would take the same file in root's home.
+        self.spawn(host, host, [gunicorn, "-c", str(ROOT / "gunicorn.conf.py"), "--no-control-socket", "shop.wsgi"],
                    env=web_env(host, self.folder), cwd=ROOT)
         self.wait_port(host, WEB_PORT)
 
@@ -317,33 +319,42 @@ CLIENT_TIMEOUT = 15  # seconds a shopper waits for an answer (nginx's own proxy 
 TRAFFIC_CAP = 240  # seconds: the longest a scenario's shoppers run, whatever the scenario does
 
 
+READS_PER_S, POSTS_PER_S = 20, 4
+IN_FLIGHT = 150  # requests open at once at most (a hung host holds many); past it one due is not sent (skipped)
+
+
 class Traffic:
-    """Shoppers through nginx while a scenario runs: two readers (product pages, deep ones included)
-    and one poster (the comment form), each paced, in threads that stop when the scenario ends or
-    after TRAFFIC_CAP seconds. Every answer is recorded with the web host nginx says gave it.
+    """Shoppers through nginx while a scenario runs, open loop: reads (product pages, deep ones
+    included) at READS_PER_S and comment posts at POSTS_PER_S, each sent on time in a pool of
+    IN_FLIGHT threads whatever earlier requests are still waiting for, so a web host that hangs
+    cannot slow the arrivals at the other (as shoppers who wait for their answer before the next
+    request would). Stops when the scenario ends or after TRAFFIC_CAP seconds; every answer is
+    recorded with the web host nginx says gave it.
 
     Requests carry a cookie, so neither nginx's micro-cache nor the app's serves them: every read
     reaches a web host and its stores, which is what the faults are about."""
 
     def __init__(self, scenario: str):
         self.scenario = scenario
-        self.answers: list[dict] = []  # kind, host, status, at
+        self.answers: list[dict] = []  # kind, host, status, began, at
         self.posts: list[dict] = []  # token, host, status
+        self.skipped = 0
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.read, args=(offset,), daemon=True) for offset in (0, 3)]
-        self.threads.append(threading.Thread(target=self.post, daemon=True))
+        self.slots = threading.BoundedSemaphore(IN_FLIGHT)
+        self.pool = ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="shopper")
+        self.pacer = threading.Thread(target=self.pace, daemon=True)
 
     def __enter__(self) -> "Traffic":
-        self.deadline = time.monotonic() + TRAFFIC_CAP
-        for thread in self.threads:
-            thread.start()
+        self.began = time.monotonic()
+        self.deadline = self.began + TRAFFIC_CAP
+        self.pacer.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        for thread in self.threads:
-            thread.join(CLIENT_TIMEOUT + 5)
+        self.pacer.join(5)
+        self.pool.shutdown(wait=True)  # each request ends within CLIENT_TIMEOUT
 
     def running(self) -> bool:
         return not self.stop.is_set() and time.monotonic() < self.deadline
@@ -356,7 +367,7 @@ class Traffic:
             body = urlencode(form)
             headers.update({"Content-Type": "application/x-www-form-urlencoded", "Origin": origin})
         connection = http.client.HTTPConnection(ip("lb"), LB_PORT, timeout=CLIENT_TIMEOUT)
-        host, status = "nginx", None
+        host, status, began = "nginx", None, time.monotonic()
         try:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
@@ -372,46 +383,74 @@ class Traffic:
         finally:
             connection.close()
         with self.lock:
-            self.answers.append({"kind": kind, "host": host, "status": status, "at": time.monotonic()})
+            self.answers.append({"kind": kind, "host": host, "status": status, "began": began,
+                                 "at": time.monotonic()})
         return host, status
 
-    def read(self, offset: int) -> None:
-        step = offset
+    def pace(self) -> None:
+        """One request every 1/(READS_PER_S + POSTS_PER_S) seconds, on a fixed schedule."""
+        pages = [f"/products/{WEB_SKU}/" + (f"?page={page}" if page > 1 else "") for page in WEB_PAGES]
+        every = 1 / (READS_PER_S + POSTS_PER_S)
+        sent = 0
         while self.running():
-            page = WEB_PAGES[step % len(WEB_PAGES)]
-            step += 1
-            self.request("read", "GET", f"/products/{WEB_SKU}/" + (f"?page={page}" if page > 1 else ""))
-            self.stop.wait(0.05)
+            if self.slots.acquire(blocking=False):
+                if sent % (READS_PER_S + POSTS_PER_S) < POSTS_PER_S:
+                    self.pool.submit(self.post, sent)
+                else:
+                    self.pool.submit(self.read, pages[sent % len(pages)])
+            else:
+                with self.lock:
+                    self.skipped += 1
+            sent += 1
+            self.stop.wait(max(0.0, self.began + sent * every - time.monotonic()))
 
-    def post(self) -> None:
-        number = 0
-        while self.running():
-            number += 1
-            token = f"faults-net {self.scenario} post {number}"
+    def read(self, path: str) -> None:
+        try:
+            self.request("read", "GET", path)
+        finally:
+            self.slots.release()
+
+    def post(self, number: int) -> None:
+        token = f"faults-net {self.scenario} post {number}"
+        try:
             host, status = self.request("post", "POST", f"/products/{WEB_SKU}/comments/",
                                         {"author": "Faults", "rating": "4", "body": token})
             with self.lock:
                 self.posts.append({"token": token, "host": host, "status": status})
-            self.stop.wait(0.25)
+        finally:
+            self.slots.release()
 
     def summary(self, impaired: list[str], healed_at: float | None) -> dict:
-        """Per web host: requests, answers by status, the 503 share, and the last answer that was not
-        a 200 or a 303 after healing (seconds; the web side's recovery)."""
+        """Per web host: requests and answers by status, over the whole scenario and over the fault
+        (requests begun between the scenario's start and healing), the 503 share, latency, and the last
+        answer that was not a 200 or a 303 after healing (seconds: the web side's recovery)."""
+        def count(answers: list[dict]) -> dict[str, int]:
+            statuses: dict[str, int] = {}
+            for answer in answers:
+                statuses[str(answer["status"])] = statuses.get(str(answer["status"]), 0) + 1
+            return dict(sorted(statuses.items()))
+
         hosts = {}
         for host in (*WEBS, "nginx"):
             mine = [answer for answer in self.answers if answer["host"] == host]
             if not mine and host == "nginx":
                 continue
-            statuses: dict[str, int] = {}
-            for answer in mine:
-                statuses[str(answer["status"])] = statuses.get(str(answer["status"]), 0) + 1
+            statuses = count(mine)
+            during = [answer for answer in mine if healed_at and answer["began"] <= healed_at]
             bad_after = [answer["at"] - healed_at for answer in mine
                          if healed_at and answer["at"] > healed_at and answer["status"] not in (200, 303)]
-            hosts[host] = {"requests": len(mine), "statuses": dict(sorted(statuses.items())),
+            times = sorted(answer["at"] - answer["began"] for answer in mine)
+            hosts[host] = {"requests": len(mine), "statuses": statuses,
                            "share_503": round(statuses.get("503", 0) / len(mine), 4) if mine else None,
+                           # answered_after_heal: begun during the fault, answered only once it healed (held)
+                           "during_fault": {"requests": len(during), "statuses": count(during),
+                                            "answered_after_heal": sum(answer["at"] > healed_at for answer in during)},
                            "cut_from_a_store": host in impaired,
+                           "latency_ms": {"p50": round(times[len(times) // 2] * 1000), "max": round(times[-1] * 1000)}
+                           if times else None,
                            "last_error_after_heal_s": round(max(bad_after), 1) if bad_after else None}
-        return {"hosts": hosts,
+        return {"hosts": hosts, "fault_s": round(healed_at - self.began, 1) if healed_at else None,
+                "skipped_client_busy": self.skipped,
                 "posts": len(self.posts), "posts_303": sum(post["status"] == 303 for post in self.posts),
                 "posts_503": sum(post["status"] == 503 for post in self.posts)}
 
