@@ -818,6 +818,10 @@ def main() -> int:
                 stored = stored_web_posts()
                 web["posts_303_not_in_table"] = [post["token"] for post in traffic.posts
                                                  if post["status"] == 303 and post["token"] not in stored]
+                # Not lost, but worth knowing: a post answered otherwise (503: "post it again") yet stored
+                # would appear twice once the shopper posts it again.
+                web["posts_not_303_but_stored"] = [f"{post['token']} ({post['status']})" for post in traffic.posts
+                                                   if post["status"] != 303 and post["token"] in stored]
                 web_posts += len(traffic.posts)
                 web_acknowledged += web["posts_303"]
                 outcome.update(scenario=name, seconds=round(time.monotonic() - started, 1),
