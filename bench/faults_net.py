@@ -21,11 +21,12 @@ DynamoDB Local, injects one fault per scenario, heals it, and checks the recorde
 The web tier: web1 and web2 each run gunicorn (gunicorn.conf.py, 2 workers) with the shop on the
 same stores (the Django cache too: CACHE_BACKEND=redis through the Sentinels), behind nginx (the
 repository's site config, both web hosts in its upstream) on lb. During every scenario, shoppers
-(a few threads, through nginx) read product pages, deep ones included (past the fast window, where
-the index is needed), and post comments through the form; every answer is recorded per web host
-(nginx names the one that answered). Per scenario: requests and statuses per host, the 503 share on
-hosts that could still reach their stores (target at most 1%), 500s (target none), and every post
-answered 303 must be in the table (and, with `verify_index` clean, in the index).
+(open loop through nginx: 20 reads and 4 posts a second) read product pages, deep ones included
+(past the fast window, where the index is needed), and post comments through the form; every answer
+is recorded per web host (nginx names the one that answered). Per scenario: requests and statuses
+per host, the 503 share on hosts that could still reach their stores (target at most 1%), 500s
+(target none), and every post answered 303 must be in the table (and, with `verify_index` clean, in
+the index).
 Traffic goes only to the namespaces' addresses; every loop is bounded; the namespaces, the bridge and
 every process are removed on the way out, failure or not.
 """
@@ -313,14 +314,19 @@ class History:
 
 
 WEB_SKU = "WEB-1"
-WEB_SEED_COMMENTS = 300  # 15 pages of 20: pages 11-15 are past the fast window (10 pages), read through the index
+WEB_SEED_COMMENTS = 300  # 15 pages of 20: pages 11-15 are past the fast window (10 pages): the index's
 WEB_PAGES = [1, 2, 11, 12, 13, 14, 15]
 CLIENT_TIMEOUT = 15  # seconds a shopper waits for an answer (nginx's own proxy timeouts are 60 s)
 TRAFFIC_CAP = 240  # seconds: the longest a scenario's shoppers run, whatever the scenario does
-
-
 READS_PER_S, POSTS_PER_S = 20, 4
-IN_FLIGHT = 150  # requests open at once at most (a hung host holds many); past it one due is not sent (skipped)
+IN_FLIGHT = 150  # requests open at once at most (a host that holds them holds many); past it one is skipped
+
+
+def answering_host(upstream: str | None) -> str:
+    """The web host named by nginx's $upstream_addr: "a:8000, b:8000" when nginx tried one and then the
+    other (the last one answered); "nginx" when it answered itself (no upstream)."""
+    address = (upstream or "").split(",")[-1].strip().rpartition(":")[0]
+    return next((web for web in WEBS if ip(web) == address), "nginx")
 
 
 class Traffic:
@@ -373,9 +379,7 @@ class Traffic:
             response = connection.getresponse()
             response.read()
             status = response.status
-            # "a:8000, b:8000" when nginx tried one and then the other: the last one answered.
-            upstream = (response.getheader("X-Upstream") or "").split(",")[-1].strip().rpartition(":")[0]
-            host = next((web for web in WEBS if ip(web) == upstream), "nginx")
+            host = answering_host(response.getheader("X-Upstream"))
         except TimeoutError:
             status = "timeout"
         except (OSError, http.client.HTTPException) as exc:
@@ -444,10 +448,10 @@ class Traffic:
                            "share_503": round(statuses.get("503", 0) / len(mine), 4) if mine else None,
                            # answered_after_heal: begun during the fault, answered only once it healed (held)
                            "during_fault": {"requests": len(during), "statuses": count(during),
-                                            "answered_after_heal": sum(answer["at"] > healed_at for answer in during)},
+                                            "answered_after_heal": sum(a["at"] > healed_at for a in during)},
                            "cut_from_a_store": host in impaired,
-                           "latency_ms": {"p50": round(times[len(times) // 2] * 1000), "max": round(times[-1] * 1000)}
-                           if times else None,
+                           "latency_ms": {"p50": round(times[len(times) // 2] * 1000),
+                                          "max": round(times[-1] * 1000)} if times else None,
                            "last_error_after_heal_s": round(max(bad_after), 1) if bad_after else None}
         return {"hosts": hosts, "fault_s": round(healed_at - self.began, 1) if healed_at else None,
                 "skipped_client_busy": self.skipped,
@@ -455,12 +459,15 @@ class Traffic:
                 "posts_503": sum(post["status"] == 503 for post in self.posts)}
 
 
+EXPECTED = ("200", "303", "404", "503")  # a page, a post's redirect, a missing page, "try again later"
+
+
 def web_problems(name: str, web: dict) -> list[str]:
     """The issue's targets: no 500 anywhere (nor any answer that is not a page, a redirect, a 404 or a
     503), at most 1% 503 on the web hosts that could still reach their stores."""
     problems = []
     for host, seen in web["hosts"].items():
-        odd = {status: count for status, count in seen["statuses"].items() if status not in ("200", "303", "404", "503")}
+        odd = {status: count for status, count in seen["statuses"].items() if status not in EXPECTED}
         if odd:
             problems.append(f"{name}: {host} answered {odd}")
         if host in WEBS and not seen["cut_from_a_store"] and (seen["share_503"] or 0) > 0.01:
@@ -722,9 +729,9 @@ def web_line(web: dict) -> str:
     """The table's column: "web1 412 (3.1% 503, cut) · web2 398 (0.0% 503)", with any other error counted."""
     parts = []
     for host, seen in web["hosts"].items():
-        other = sum(count for status, count in seen["statuses"].items() if status not in ("200", "303", "404", "503"))
-        parts.append(f"{host} {seen['requests']} ({seen['share_503'] or 0:.1%} 503" + (f", {other} other" if other else "")
-                     + (", cut" if seen["cut_from_a_store"] else "") + ")")
+        other = sum(count for status, count in seen["statuses"].items() if status not in EXPECTED)
+        parts.append(f"{host} {seen['requests']} ({seen['share_503'] or 0:.1%} 503"
+                     + (f", {other} other" if other else "") + (", cut" if seen["cut_from_a_store"] else "") + ")")
     return " · ".join(parts)
 
 
@@ -832,7 +839,7 @@ def main() -> int:
                     problems.append(f"{name}: index not exact within {HEAL_SECONDS} s of healing: {VERIFY_OUTPUT}")
                 problems += web_problems(name, web)
                 if web["posts_303_not_in_table"]:
-                    problems.append(f"{name}: posts answered 303 missing from the table: {web['posts_303_not_in_table']}")
+                    problems.append(f"{name}: posts answered 303 not in the table: {web['posts_303_not_in_table']}")
                 if outcome["crashed"]:
                     problems.append(f"{name}: process(es) exited: {outcome['crashed']}")
                     for crashed in outcome["crashed"]:
