@@ -7,7 +7,8 @@ A fixed one-minute window per client (as shop.clients counts it: behind the site
 per /64): `cache.add` then `cache.incr`, both atomic on LocMemCache and on Redis (django-redis, INCR),
 so concurrent posts from one client are all counted. LocMemCache counts per process; production runs
 the Redis cache (CACHE_BACKEND=redis), so every worker and host shares one count (the deploy check
-shop.W001 warns otherwise).
+shop.W001 warns otherwise). While that Redis cannot be reached, nothing is counted and nothing refused
+(shop.cache).
 """
 from __future__ import annotations
 
@@ -77,4 +78,6 @@ def counted(kind: str, subject: str, *, limit: int) -> Verdict:
     except ValueError:  # expired between add and incr
         cache.add(key, 1, timeout=WINDOW_SECONDS + 5)
         count = 1
-    return Verdict(count <= limit, retry_after)
+    # None: the shared cache's Redis is unreachable (shop.cache answers as an empty cache). Nothing can
+    # be counted, so nothing is refused: a cache outage must not stop every post and admin login.
+    return Verdict(count is None or count <= limit, retry_after)

@@ -25,6 +25,8 @@ DYNAMODB_CALLS = Counter("shop_dynamodb_calls_total", "DynamoDB and DynamoDB Str
 DYNAMODB_RETRIES = Counter("shop_dynamodb_retries_total", "Attempts botocore retried, by operation.", ["operation"])
 CACHE_LOOKUPS = Counter("shop_cache_lookups_total", "Cache lookups by cache and result (hit, miss).",
                         ["cache", "result"])
+CACHE_UNAVAILABLE = Counter("shop_cache_unavailable_total", "Times Django's cache could not reach its Redis and "
+                            "answered as an empty cache for a fail-fast window (shop.cache).")
 
 # sync_index's own (served by it, never by the web processes).
 STREAM_RECORDS = Counter("pagination_index_stream_records_total", "Stream records applied to the index.")

@@ -789,6 +789,8 @@ class StreamConsumer:
                     self.lag.flush(force=once and not result.records)
                 except (IndexUnavailable, SourceUnavailable, DatabaseError) as exc:
                     failures += 1
+                    if not isinstance(exc, DatabaseError):
+                        self._hand_over(exc)
                     if once and failures > ONCE_OUTAGE_RETRIES:
                         raise
                     self._wait_out_outage(exc, failures)
@@ -818,6 +820,20 @@ class StreamConsumer:
             except DatabaseError:  # still down: the leases expire by themselves
                 logger.warning("could not release leases on the way out", exc_info=True)
         return total
+
+    def _hand_over(self, exc: Exception) -> None:
+        """The index or the stream failed this consumer, but the checkpoint database answers: give the
+        leases up, so a consumer on another host, which may well reach them (a partition, not an
+        outage), takes the shards over from their checkpoints instead of waiting for this one to heal.
+        Without it, each retry's poll renewed the leases it could not use. Nothing past the
+        checkpoints was applied, and this consumer takes free shards again at its next poll."""
+        try:
+            released = lease_release(stream_arn=self.stream_arn, owner=self.owner, using=self.database)
+        except DatabaseError:  # down too: the leases expire by themselves
+            connections[self.database].close()
+            return
+        if released:
+            logger.warning("gave up %d shard lease(s) while the index or stream is unavailable (%s)", released, exc)
 
     def _wait_out_outage(self, exc: Exception, failures: int) -> None:
         """The index, the stream or the checkpoint database is down: nothing was checkpointed past

@@ -92,32 +92,36 @@ def next_database(url):
 
 
 def redis_cache(url, key_prefix):
-    """CACHES entry for django-redis at `url`. A redis+sentinel://HOST:PORT,.../SERVICE/DB URL uses
-    django-redis's own Sentinel support: its SentinelClient and SentinelConnectionFactory (given per
-    cache, so no other Redis of the project goes through Sentinels), which ask the Sentinels for the
-    primary on every new connection, so the cache follows a failover."""
+    """CACHES entry for Django's cache on Redis at `url`: shop.cache.SharedRedisCache (django-redis,
+    answering as an empty cache while Redis cannot be reached). A redis+sentinel://HOST:PORT,.../SERVICE/DB
+    URL uses django-redis's own Sentinel support: its SentinelClient and SentinelConnectionFactory
+    (given per cache, so no other Redis of the project goes through Sentinels), which ask the Sentinels
+    for the primary on every new connection, so the cache follows a failover."""
+    options = {
+        # An unreachable Redis must cost a page little time (it is then a cache miss), not hang a worker.
+        "SOCKET_CONNECT_TIMEOUT": 0.5,
+        "SOCKET_TIMEOUT": 1,
+        # One immediate retry: a pooled connection gone stale in a Redis restart reconnects at once
+        # (redis-py's default would retry 3 times with backoff on every call to a dead host).
+        "CONNECTION_POOL_KWARGS": {"retry": Retry(NoBackoff(), 1)},
+        "FAIL_FAST_SECONDS": float(os.environ.get("CACHE_FAIL_FAST_SECONDS", "2")),
+    }
+    cache = {"BACKEND": "shop.cache.SharedRedisCache", "LOCATION": url, "KEY_PREFIX": key_prefix, "OPTIONS": options}
     parts = urlsplit(url)
     if not parts.scheme.endswith("+sentinel"):
-        return {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url, "KEY_PREFIX": key_prefix}
+        return cache
     credentials, _, hosts = parts.netloc.rpartition("@")
     sentinels = [(host, int(port or 26379)) for host, _, port in
                  (address.rpartition(":") if ":" in address else (address, "", "") for address in hosts.split(","))]
     service, _, database = parts.path.strip("/").partition("/")
     scheme = parts.scheme.removesuffix("+sentinel")
-    return {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": f"{scheme}://{credentials + '@' if credentials else ''}{service}/{database or 0}",
-        "KEY_PREFIX": key_prefix,
-        "OPTIONS": {
-            "CLIENT_CLASS": "django_redis.client.SentinelClient",
-            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
-            "SENTINELS": sentinels,
-            # A dead primary or Sentinel must be a quick error (the page's 503), not a hung worker.
-            "SOCKET_CONNECT_TIMEOUT": 0.5,
-            "SOCKET_TIMEOUT": 1,
-            "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1},
-        },
-    }
+    options.update({
+        "CLIENT_CLASS": "django_redis.client.SentinelClient",
+        "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+        "SENTINELS": sentinels,
+        "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1},
+    })
+    return {**cache, "LOCATION": f"{scheme}://{credentials + '@' if credentials else ''}{service}/{database or 0}"}
 
 
 # --- Core -----------------------------------------------------------------------------------

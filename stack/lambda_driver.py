@@ -87,8 +87,10 @@ class EventSourceMapping:
     def __exit__(self, *exc):
         self.stop()
 
-    def drain(self, timeout: float = 60.0, quiet: float = 1.5) -> None:
-        """Wait until no invocation has delivered records for `quiet` seconds (the stream is consumed)."""
+    def drain(self, timeout: float = 60.0, quiet: float = 1.5, records: int = 0) -> None:
+        """Wait until no invocation has delivered records for `quiet` seconds (the stream is consumed),
+        and the handler has taken at least `records` records: on a loaded machine, pollers backing off
+        from empty pages can be quiet that long with records still due."""
         deadline = time.monotonic() + timeout
         last, since = -1, time.monotonic()
         while time.monotonic() < deadline:
@@ -97,10 +99,11 @@ class EventSourceMapping:
             seen = self.stats.records + self.stats.discarded_batches
             if seen != last:
                 last, since = seen, time.monotonic()
-            elif time.monotonic() - since >= quiet:
+            elif time.monotonic() - since >= quiet and self.stats.records >= records:
                 return
             time.sleep(0.1)
-        raise TimeoutError("the event-source mapping did not catch up in time")
+        raise TimeoutError(f"the event-source mapping did not catch up in time ({self.stats.records} of at least "
+                           f"{records} records taken)")
 
     def _supervise(self) -> None:
         while not self.stop_event.is_set():

@@ -1,5 +1,6 @@
-"""The two retry loops botocore has none for, written once: items a batch call left unprocessed, and
-the project's own optimistic-concurrency retries (a conditional write that lost a race). Single
+"""The two retry loops botocore has none for, written once: items a batch call left unprocessed
+(batch_write, batch_get), and the project's own optimistic-concurrency retries, a read that saw a
+write land underneath or a conditional write that lost a race to another writer (optimistic). Single
 calls are retried by botocore's retry modes only (aws/__init__.py), never again on top.
 """
 from __future__ import annotations
@@ -9,6 +10,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 from botocore.exceptions import BotoCoreError
 
@@ -55,6 +57,34 @@ page_retries: contextvars.ContextVar[RetryBudget | None] = contextvars.ContextVa
 
 # A conditional write that lost a race to another writer: retried soon, the writers drift apart.
 RACE = Backoff(base=0.01, cap=0.5)
+RACE_ATTEMPTS = 20
+
+
+class KeptConflicting(Exception):
+    """Still losing races after every attempt of optimistic() (a backend's funnel reports it as
+    IndexUnavailable: the group is too busy to be read or written now)."""
+
+
+def optimistic(what: str, *, attempts: int = RACE_ATTEMPTS, backoff: Backoff = RACE,
+               give_up: bool = True) -> Iterator[int]:
+    """The attempts (0, 1, ...) of an optimistic read or write, for a loop whose body returns (or
+    breaks) when it got through and `continue`s when another writer got there first:
+
+        for _ in optimistic(f"read {group}"):
+            stats = read_stats()
+            pages = read_pages(stats)
+            if read_stats().version != stats.version:
+                continue  # a write landed in between: read again
+            return pages
+
+    A jittered pause (RACE) comes before every attempt but the first, so writers that collided drift
+    apart. After the last, KeptConflicting is raised, or with give_up=False the loop just ends."""
+    for attempt in range(attempts):
+        if attempt:
+            backoff.sleep(attempt - 1)
+        yield attempt
+    if give_up:
+        raise KeptConflicting(f"{what}: still conflicting after {attempts} attempts")
 # Items a batch call left unprocessed: DynamoDB asks for exponential backoff before sending them
 # again ("If you retry the batch operation immediately, the underlying read or write requests can
 # still fail due to throttling on the individual tables", BatchWriteItem / BatchGetItem reference).

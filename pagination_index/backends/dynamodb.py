@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pagination_index import aws
-from pagination_index.aws.retries import RACE, batch_get, batch_write
+from pagination_index.aws.retries import KeptConflicting, batch_get, batch_write, optimistic
 
 from .base import Entry, NetWriteIndex, Removal, batched, chunked, is_newer, newest_first
 
@@ -60,7 +60,6 @@ GROUPS = "\x00groups"
 REGISTRY_COMPLETE = "\x00complete"
 WALK_PAGE = 500  # items per Query page when a group is walked: what one response holds in memory
 WRITE_CHUNK = 500  # put/delete requests gathered before they go out as BatchWriteItems of 25
-ATTEMPTS = 20  # of a write that loses races to another consumer (with a jittered backoff between)
 TRANSACTION_ITEMS = 100
 STEP_CHANGES = 90  # changes to one group per transaction (issue 29: never a rewrite for a large batch)
 REMARK_ITEMS = 90  # page items the re-mark's last step may write (the stats item and the list go with them)
@@ -84,10 +83,6 @@ class LostRace(Exception):
 class PageFull(Exception):
     """A write would take a marked page item past PAGE_ITEM_BYTES, or mark more than MARKED_PAGES page
     items: re-mark the group first."""
-
-
-class KeptConflicting(Exception):
-    """Still losing races after ATTEMPTS tries (the funnel reports it as IndexUnavailable)."""
 
 
 class InvalidIndexWrite(ValueError):
@@ -409,7 +404,7 @@ class DynamoDBIndex(NetWriteIndex):
         """Per group: plan the change (reads), then one transaction for as many groups' plans as fit
         in 100 items; a group whose change alone does not fit is applied in steps (_apply_in_steps)."""
         groups = sorted({*adds, *removes})
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic("apply"):
             plans, lost = [], []
             for group in groups:
                 group_adds = list(dict(adds.get(group, [])).items())  # the last of a repeated member
@@ -445,8 +440,6 @@ class DynamoDBIndex(NetWriteIndex):
             if not lost:
                 return
             groups = lost  # another consumer wrote these groups meanwhile: re-read and re-plan them
-            RACE.sleep(attempt)
-        raise KeptConflicting(f"still conflicting after {ATTEMPTS} attempts")
 
     def _apply_in_steps(self, group: str, removals: Sequence[Removal], adds: Sequence[Entry]) -> None:
         """A group's change in transactions of at most STEP_CHANGES changes each, in order (removals
@@ -459,7 +452,7 @@ class DynamoDBIndex(NetWriteIndex):
             step_removals = [change for is_removal, change in step if is_removal]
             step_adds = [change for is_removal, change in step if not is_removal]
             remarked = False
-            for attempt in range(ATTEMPTS):
+            for _ in optimistic(group):
                 try:
                     plan = self._plan_group(group, step_removals, step_adds)
                     if plan is None:
@@ -470,7 +463,7 @@ class DynamoDBIndex(NetWriteIndex):
                     self._transact(plan.actions())
                     break
                 except (IndexError, LostRace):  # another consumer wrote the group: re-read and re-plan
-                    RACE.sleep(attempt)
+                    continue
                 except PageFull as exc:
                     # Inserts keep landing in marked pages: carry what the pages grew by on towards
                     # the newest end first (the re-mark sync_index runs between polls), then plan
@@ -484,8 +477,6 @@ class DynamoDBIndex(NetWriteIndex):
                         steps.extendleft([step[len(step) // 2:], step[:len(step) // 2]])
                         break
                     raise InvalidIndexWrite(f"{exc}, even after the group's re-mark") from exc
-            else:
-                raise KeptConflicting(f"{group}: still conflicting after {ATTEMPTS} attempts")
 
     # --- the big path: a new generation, a page at a time -------------------------------------
     def _generation_entries(self, group: str, stats: Stats) -> Iterator[Entry]:
@@ -504,24 +495,21 @@ class DynamoDBIndex(NetWriteIndex):
             if same and self._stats(group, self.writer).version == stats.version:
                 return
             spool.sort_if_needed()
-            for attempt in range(ATTEMPTS):
+            for attempt in optimistic(f"rewrite {group}"):
+                if attempt:
+                    stats = self._stats(group, self.writer)
                 if self._swap_in(group, spool, stats):
                     return
-                RACE.sleep(attempt)
-                stats = self._stats(group, self.writer)
-        raise KeptConflicting(f"rewrite {group}: still conflicting after {ATTEMPTS} attempts")
 
     def repair_group(self, group: str) -> None:
         """Write the group's own entries anew, exact and unmarked (a fresh generation)."""
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic(f"rewrite {group}"):
             stats = self._stats(group, self.writer)
             with Spool() as spool:
                 spool.fill(self._generation_entries(group, stats))  # out of order if damaged: sorted then
                 spool.sort_if_needed()
                 if self._swap_in(group, spool, stats):
                     return
-            RACE.sleep(attempt)
-        raise KeptConflicting(f"rewrite {group}: still conflicting after {ATTEMPTS} attempts")
 
     def _swap_in(self, group: str, spool: "Spool", stats: Stats) -> bool:
         """Write the spooled entries (newest first, no member twice) as a fresh generation with plain
@@ -615,7 +603,7 @@ class DynamoDBIndex(NetWriteIndex):
         90 page items: what a marked page had grown by is spread over new ones. A step carries what
         its pages grew by on to the pages after its exact ones, spread so that no page item passes
         PAGE_ITEM_BYTES: see spread().)"""
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic(f"re-mark {group}", give_up=False):
             stats = self._stats(group, self.writer)
             if not stats.marked:
                 self._transact([{"Delete": {"TableName": self.table, "Key": self._key(MARKED, group)}}])
@@ -655,10 +643,9 @@ class DynamoDBIndex(NetWriteIndex):
             try:
                 self._transact(plan.actions())
             except LostRace:
-                RACE.sleep(attempt)
                 continue
             return not new.marked
-        return False
+        return False  # lost every race: the next maintain() goes on
 
     def _remark_group(self, group: str) -> None:
         """Re-mark steps on one group until it is unmarked (each a bounded transaction)."""
@@ -764,12 +751,11 @@ class DynamoDBIndex(NetWriteIndex):
     def check_order(self, group: str, expected: Sequence[Entry]) -> list[str]:
         """Every page item against the true order (expected: newest first): which page items hold
         entries other than the table's at their positions."""
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic(f"read {group}"):
             stats = self._stats(group)
             truth = list(expected)[::-1]
             pages = self._get_pages(group, stats.generation, range(stats.pages))
             if self._stats(group).version != stats.version:
-                RACE.sleep(attempt)
                 continue
             problems = []
             for page in range(stats.pages):
@@ -786,7 +772,6 @@ class DynamoDBIndex(NetWriteIndex):
             if stats.count != len(truth):
                 problems.append(f"the page items hold {stats.count} entries, the table has {len(truth)}")
             return problems
-        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     # --- reads ----------------------------------------------------------------------------------
     def count(self, group: str) -> int:
@@ -811,7 +796,7 @@ class DynamoDBIndex(NetWriteIndex):
         start = max(start, 0)
         if start >= stop:
             return []
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic(f"read {group}"):
             stats = self._stats(group)
             low, high = max(stats.count - stop, 0), stats.count - 1 - start  # positions from the oldest
             if high < low:
@@ -819,17 +804,15 @@ class DynamoDBIndex(NetWriteIndex):
             numbers = range(stats.locate(low), stats.locate(high) + 1)
             pages = self._get_pages(group, stats.generation, numbers)
             if self._stats(group).version != stats.version:
-                RACE.sleep(attempt)
                 continue
             oldest_first = [entry for page in numbers for entry in pages[page]]
             first = stats.start(numbers[0])
             return oldest_first[low - first:high - first + 1][::-1]
-        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     def count_newer(self, group: str, sort_key: str, member: str | None = None) -> int:
         """Binary search over the positions, one page item read per step (cached), then the stats
         item again (a write in between retries)."""
-        for attempt in range(ATTEMPTS):
+        for _ in optimistic(f"read {group}"):
             view = Plan(self, group, self._stats(group))
             count = view.stats.count
             low, high = 0, count  # the first position (from the oldest) whose entry is newer
@@ -841,12 +824,9 @@ class DynamoDBIndex(NetWriteIndex):
                     else:
                         low = middle + 1
             except IndexError:  # a page item changed under the reads: read again
-                RACE.sleep(attempt)
                 continue
             if not count or self._stats(group).version == view.stats.version:
                 return count - low
-            RACE.sleep(attempt)
-        raise KeptConflicting(f"read {group}: kept changing under the read")
 
     def groups(self) -> list[str]:
         """The registry's Query (GROUPS); a Scan of every stats item while the registry is not complete

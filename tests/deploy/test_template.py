@@ -29,13 +29,29 @@ MAX_RECORD_AGE_SECONDS = STREAM_RETENTION_SECONDS // 2
 
 # The metrics the alarms may watch, {(namespace, name): (unit, [dimension sets it is published with])},
 # from AWS's lists: Lambda developer guide "Types of metrics for Lambda functions" (IteratorAge is in
-# milliseconds); DynamoDB developer guide "DynamoDB Metrics and dimensions" (Read/WriteThrottleEvents
-# per TableName and per TableName+GlobalSecondaryIndexName; ThrottledRequests only with Operation);
-# SQS developer guide "Available CloudWatch metrics for Amazon SQS"; ELB "CloudWatch metrics for your
-# Application Load Balancer". The CornerShop namespace is the shop's own: its dimension sets are what
-# metrics/cloudwatch.py and metrics/lambda_emf.py write (test_heartbeat_lines_carry_what_the_alarms_watch).
+# milliseconds, Errors counts failed invocations; both per FunctionName, or per FunctionName+Resource
+# for a version or alias); DynamoDB developer guide "DynamoDB Metrics and dimensions"
+# (Read/WriteThrottleEvents per TableName and per TableName+GlobalSecondaryIndexName; ThrottledRequests
+# only with Operation); SQS developer guide "Available CloudWatch metrics for Amazon SQS"; ELB
+# "CloudWatch metrics for your Application Load Balancer"; RDS user guide "Amazon CloudWatch metrics for
+# Amazon RDS" (FreeStorageSpace in bytes, CPUUtilization in percent, DatabaseConnections a count) and
+# "Amazon CloudWatch dimensions for Amazon RDS" (each of DBInstanceIdentifier, DatabaseClass, EngineName
+# alone); ElastiCache user guide "Metrics for Valkey and Redis OSS" (EngineCPUUtilization and
+# DatabaseMemoryUsagePercentage in percent) and "Monitoring CloudWatch Cluster and Node Metrics" /
+# "Dimensions for ElastiCache metrics": calculated and published per node, by CacheClusterId (a
+# replication group's member cluster) or CacheClusterId+CacheNodeId; they list no ReplicationGroupId
+# dimension. The CornerShop namespace is the shop's own: its dimension sets are what metrics/cloudwatch.py
+# and metrics/lambda_emf.py write (test_heartbeat_lines_carry_what_the_alarms_watch).
+RDS_DIMENSIONS = [{"DBInstanceIdentifier"}, {"DatabaseClass"}, {"EngineName"}]
+ELASTICACHE_DIMENSIONS = [{"CacheClusterId"}, {"CacheClusterId", "CacheNodeId"}]
 KNOWN_METRICS = {
     ("AWS/Lambda", "IteratorAge"): ("Milliseconds", [{"FunctionName"}, {"FunctionName", "Resource"}]),
+    ("AWS/Lambda", "Errors"): ("Count", [{"FunctionName"}, {"FunctionName", "Resource"}]),
+    ("AWS/RDS", "FreeStorageSpace"): ("Bytes", RDS_DIMENSIONS),
+    ("AWS/RDS", "CPUUtilization"): ("Percent", RDS_DIMENSIONS),
+    ("AWS/RDS", "DatabaseConnections"): ("Count", RDS_DIMENSIONS),
+    ("AWS/ElastiCache", "EngineCPUUtilization"): ("Percent", ELASTICACHE_DIMENSIONS),
+    ("AWS/ElastiCache", "DatabaseMemoryUsagePercentage"): ("Percent", ELASTICACHE_DIMENSIONS),
     ("AWS/DynamoDB", "ReadThrottleEvents"): ("Count", [{"TableName"}, {"TableName", "GlobalSecondaryIndexName"}]),
     ("AWS/DynamoDB", "WriteThrottleEvents"): ("Count", [{"TableName"}, {"TableName", "GlobalSecondaryIndexName"}]),
     ("AWS/DynamoDB", "ThrottledRequests"): ("Count", [{"TableName", "Operation"}]),
@@ -212,6 +228,14 @@ def test_every_alarm_watches_a_metric_as_it_is_published():
                 threshold = parameter["Default"] if parameter else properties["Threshold"]
                 assert threshold >= 10_000, (logical_id, threshold)
                 assert parameter is None or parameter["MinValue"] >= 10_000
+            if unit == "Bytes":  # and bytes: a number of GiB or MiB would never fire (1 GiB at least)
+                assert "MetricName" in properties, f"{logical_id}: a byte threshold on metric math"
+                parameter = parameter_of(template, properties["Threshold"])
+                threshold = parameter["Default"] if parameter else properties["Threshold"]
+                assert threshold >= 2**30, (logical_id, threshold)
+                assert parameter is None or parameter["MinValue"] >= 2**30
+            if unit == "Percent":
+                assert 0 < properties["Threshold"] < 100, logical_id
         if "Unit" in properties:
             assert properties["Unit"] == KNOWN_METRICS[(properties["Namespace"], properties["MetricName"])][0]
 
@@ -242,6 +266,23 @@ def test_throttle_alarms_cover_both_tables():
     assert tables == {"{'Ref': 'CommentsTableName'}", "{'Ref': 'IndexTableName'}"}
 
 
+def test_the_redis_alarms_watch_every_member_of_the_replication_group():
+    """ElastiCache publishes per member cluster (ID-001, ID-002... for cluster mode disabled), and a
+    failover swaps which one is the primary: each Redis alarm takes every member stores.yaml makes."""
+    members = decoded(DIRECTORY / "stores.yaml")["Resources"]["Redis"]["Properties"]["NumCacheClusters"]
+    expected = [{"Fn::Sub": f"${{RedisReplicationGroupId}}-{number:03d}"} for number in range(1, members + 1)]
+    found = 0
+    for path, template, logical_id, resource in alarms():
+        metrics = alarm_metrics(resource["Properties"])
+        if metrics[0]["Namespace"] != "AWS/ElastiCache":
+            continue
+        found += 1
+        assert resource["Condition"] == "WithRedis"
+        names = [dimension["Value"] for metric in metrics for dimension in metric["Dimensions"]]
+        assert names == expected, logical_id
+    assert found == 2
+
+
 def test_every_alarm_links_its_runbook():
     linked = set()
     for path, template, logical_id, resource in alarms():
@@ -255,6 +296,9 @@ def test_every_alarm_links_its_runbook():
         linked.add(match[1])
     assert linked == {page.name for page in RUNBOOKS.glob("*.md")} - {"README.md", "restore.md",
                                                                        "secret-rotation.md"}
+    # The stores' and the Lambda's own alarms (the review's "no RDS alarms and no Lambda Errors alarm").
+    assert {"lambda-errors.md", "database-storage.md", "database-cpu.md", "database-connections.md",
+            "redis-cpu.md", "redis-memory.md"} <= linked
 
 
 def test_the_region_is_the_stacks_own():

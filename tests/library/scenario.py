@@ -2,6 +2,7 @@
 the startproject's settings (DJANGO_SETTINGS_MODULE) and DynamoDB Local (AWS_ENDPOINT_URL): two tables
 of other shapes, pages of Django's Paginator and DRF's PageNumberPagination against full Queries,
 newest and oldest first, after rebuild_index and again after changes applied by sync_index --once;
+the extras as installed from the wheel (IndexPagination, the `{% pager %}` tag and its template);
 verify_index clean. Prints one JSON line of what it checked; any mismatch is an AssertionError."""
 from __future__ import annotations
 
@@ -18,11 +19,15 @@ django.setup()
 import boto3  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.core.paginator import EmptyPage, PageNotAnInteger, Paginator  # noqa: E402
+from django.template import engines  # noqa: E402
 from django.test import RequestFactory  # noqa: E402
+from rest_framework.exceptions import NotFound  # noqa: E402
 from rest_framework.pagination import PageNumberPagination  # noqa: E402
 from rest_framework.request import Request  # noqa: E402
 
 from pagination_index import query  # noqa: E402
+from pagination_index.contrib.drf import IndexPagination  # noqa: E402
+from pagination_index.paginator import IndexPaginator  # noqa: E402
 from tables import definitions  # noqa: E402  (beside this script: sys.path[0])
 
 blocks = json.loads(os.environ["QUICKSTART_BLOCKS"])
@@ -163,11 +168,37 @@ def run_blocks():
     assert response.data["count"] == query("events", "alice").count() and len(response.data["results"]) == 25
 
 
+def check_extras():
+    """The extras from the installed wheel: the DRF class pages as DRF's own does (404 past the end),
+    and the pager tag loads with its template from the app (startproject's APP_DIRS)."""
+    truth = full_query("events", "alice")
+    drf = IndexPagination()
+    drf.page_size = 20
+    request = Request(RequestFactory().get("/events/alice/", {"page": 3, "q": "x"}, HTTP_HOST="localhost"))
+    items = drf.paginate_queryset(query("events", "alice"), request)
+    assert [identity("events", item) for item in items] == truth[40:60]
+    body = drf.get_paginated_response(items).data
+    assert (body["count"], body["count_is_estimate"]) == (len(truth), False)
+    assert body["next"] == "http://localhost/events/alice/?page=4&q=x"
+    try:
+        drf.paginate_queryset(query("events", "alice"), Request(RequestFactory().get("/", {"page": 10**6})))
+    except NotFound:
+        pass
+    else:
+        raise AssertionError("a page past the end was served")
+    page = IndexPaginator(query("events", "alice"), 20).page(3)
+    html = engines["django"].from_string("{% load pagination_index %}{% pager page %}").render(
+        {"page": page}, RequestFactory().get("/events/alice/", {"page": 3, "q": "<x>"}))
+    assert 'href="/events/alice/?page=4&amp;q=%3Cx%3E" rel="next"' in html and 'aria-current="page">3<' in html, html
+    checked["extras"] = True
+
+
 create_tables()
 seed()
 call_command("rebuild_index", verbosity=0)
 check_all(GROUPS)
 run_blocks()
+check_extras()
 changes()
 call_command("sync_index", once=True, verbosity=0)
 check_all(GROUPS + [("posts", "USER#carol")])

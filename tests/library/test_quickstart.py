@@ -58,6 +58,9 @@ def test_the_wheel_holds_the_library_alone(wheel):
     assert packages == {"pagination_index", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     assert "pagination_index/py.typed" in names
     assert "pagination_index/migrations/0001_initial.py" in names
+    # The extras: the DRF pagination class, the pager tag and its template (package-data).
+    for extra in ("contrib/drf.py", "paginator.py", "templatetags/pagination_index.py", "templates/pagination_index/pager.html"):
+        assert f"pagination_index/{extra}" in names, extra
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "License-File: LICENSE" in metadata or "License" in metadata
     assert re.search(r"^Requires-Dist: Django", metadata, re.M) and re.search(r"^Requires-Dist: boto3", metadata, re.M)
@@ -110,4 +113,5 @@ def test_the_quick_start_serves_every_page_equal_to_a_full_query(venv, project, 
     manage(venv, project, "sync_index", "--help", env=env)
     done = run([str(venv / "bin/python"), str(ROOT / "tests/library/scenario.py")], cwd=project, env=env)
     checked = json.loads(done.stdout.strip().splitlines()[-1])
-    assert checked["pages"] >= 200 and checked["drf_pages"] >= 50, checked  # every page of every group compared
+    # Every page of every group compared, and the extras used as installed.
+    assert checked["pages"] >= 200 and checked["drf_pages"] >= 50 and checked["extras"], checked
