@@ -38,8 +38,9 @@ bench-smoke: setup-dev bench-tools
 audit: setup-dev
 	$(PY) -m deploy.audit $(AUDIT_ARGS)
 
-# bench.load drives gunicorn with wrk, directly and through nginx (Debian packages, installed when
-# missing and run as root; otherwise say what to install).
+# bench.load drives gunicorn with wrk, directly and through nginx, and bench.faults_net puts nginx in
+# front of its two web hosts (Debian packages, installed when missing and run as root; otherwise say
+# what to install).
 bench-tools:
 	@missing=""; command -v wrk >/dev/null 2>&1 || missing="$$missing wrk"; \
 	{ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; } || missing="$$missing nginx"; \
