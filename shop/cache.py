@@ -5,10 +5,10 @@ Whatever django-redis calls a lost connection (refused, timed out, a Sentinel na
 the middle of a failover, a former primary turned read-only replica: its ConnectionInterrupted) is
 answered as an empty cache would answer: a read misses, a write is dropped (django-redis's own
 IGNORE_EXCEPTIONS). A page then costs what it costs with the caches off, instead of the 500 that
-reached visitors before. After such a failure this thread's cache does not ask Redis again for
-FAIL_FAST_SECONDS, so a host that drops packets costs one connect timeout per thread and window,
-not one per cache call (a page makes five or six), and no worker queues behind it: the index's
-FailFastIndex does the same for the pagination index.
+reached visitors before. After such a failure no thread of the process asks Redis again for
+FAIL_FAST_SECONDS; then one call PINGs it while the others still answer at once (Breaker), so a host
+that drops packets holds one thread per window, not every call of every thread (a page makes five or
+six), and no worker queues behind it. The index's FailFastIndex does the same for the pagination index.
 
 What an unreachable cache costs, besides the time: Django's cache is where the post and admin-login
 limits count (comments.throttle), so they allow everything until it answers again; and a post's
@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 
 from django_redis.cache import RedisCache
 from django_redis.exceptions import ConnectionInterrupted
+from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,46 @@ class FailingFast(ConnectionInterrupted):
 
     def __str__(self) -> str:
         return "the cache's Redis failed moments ago (failing fast)"
+
+
+class Breaker:
+    """What this process knows of one cache Redis, shared by its threads (Django makes a cache object
+    per thread): asked freely until a call fails; then no call asks it for `seconds`; then one call
+    (a PING) asks while every other still answers at once, so a Redis that is still away holds one
+    thread, not every thread that needs the cache in that moment."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.failed_at: float | None = None
+        self.probing = False
+
+    def ask(self) -> str:
+        """"ask" (closed), "probe" (this call checks whether Redis is back) or "skip"."""
+        with self.lock:
+            if self.failed_at is None:
+                return "ask"
+            if self.probing or time.monotonic() - self.failed_at < self.seconds:
+                return "skip"
+            self.probing = True
+            return "probe"
+
+    def failed(self) -> None:
+        with self.lock:
+            self.failed_at, self.probing = time.monotonic(), False
+
+    def answered(self) -> None:
+        with self.lock:
+            self.failed_at, self.probing = None, False
+
+
+_BREAKERS: dict[str, Breaker] = {}
+_BREAKERS_LOCK = threading.Lock()
+
+
+def breaker_of(server: str, seconds: float) -> Breaker:
+    with _BREAKERS_LOCK:
+        return _BREAKERS.setdefault(server, Breaker(seconds))
 
 
 class _Failures:
@@ -49,9 +91,9 @@ class _Failures:
         from metrics import CACHE_UNAVAILABLE
 
         CACHE_UNAVAILABLE.inc()
-        self.cache.failed_at = time.monotonic()
+        self.cache.breaker.failed()
         logger.warning("Django's cache is unreachable (%s): answering as an empty cache for %.1f s",
-                       error.__cause__ or error, self.cache.fail_fast_seconds)
+                       error.__cause__ or error, self.cache.breaker.seconds)
 
 
 class SharedRedisCache(RedisCache):
@@ -61,15 +103,28 @@ class SharedRedisCache(RedisCache):
 
     def __init__(self, server, params):
         options = dict(params.get("OPTIONS", {}))
-        self.fail_fast_seconds = float(options.pop("FAIL_FAST_SECONDS", 2))
+        seconds = float(options.pop("FAIL_FAST_SECONDS", 2))
         options["IGNORE_EXCEPTIONS"] = True
         super().__init__(server, {**params, "OPTIONS": options})
         self._log_ignored_exceptions = True
         self.logger = _Failures(self)
-        self.failed_at = float("-inf")
+        # One per Redis (its Sentinels' addresses too: a redis+sentinel LOCATION names only a service).
+        where = f"{server} {options.get('SENTINELS', '')}"
+        self.breaker = breaker_of(where, seconds) if seconds > 0 else Breaker(0)
 
     @property
     def client(self):
-        if time.monotonic() - self.failed_at < self.fail_fast_seconds:
+        verdict = self.breaker.ask()
+        if verdict == "skip":
             raise FailingFast(connection=None)
-        return super().client
+        client = super().client
+        if verdict == "probe":
+            try:
+                client.get_client(write=True).ping()
+            except (RedisError, OSError) as exc:
+                raise ConnectionInterrupted(connection=None) from exc  # the hook above reopens the window
+            except BaseException:
+                self.breaker.failed()  # never left half-open
+                raise
+            self.breaker.answered()
+        return client

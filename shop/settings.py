@@ -119,7 +119,9 @@ def redis_cache(url, key_prefix):
         "CLIENT_CLASS": "django_redis.client.SentinelClient",
         "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
         "SENTINELS": sentinels,
-        "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1},
+        # No retries of a Sentinel client's own: asking the next Sentinel is the retry (redis-py's
+        # default held a page for seconds per Sentinel across a partition: bench.faults_net).
+        "SENTINEL_KWARGS": {"socket_connect_timeout": 0.5, "socket_timeout": 1, "retry": Retry(NoBackoff(), 0)},
     })
     return {**cache, "LOCATION": f"{scheme}://{credentials + '@' if credentials else ''}{service}/{database or 0}"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -359,7 +360,9 @@ class FailFastIndex(BaseIndex):
     """The index as request handling uses it (`pagination_index.index`, the alias "pages"): once a call
     fails with IndexUnavailable, every call fails at once for PAGINATION_INDEX["FAIL_FAST_SECONDS"]
     instead of each waiting out its own timeouts (a page makes several calls), so a dead or frozen store
-    is a quick 503 and no worker thread queues behind it; unless the wrapped backend declares
+    is a quick 503 and no worker thread queues behind it; then one call asks the store again while the
+    others still fail at once, until it is answered (a circuit breaker's half-open state); unless the
+    wrapped backend declares
     partial_failures (one lost part must not take the others' pages down). Commands and the stream
     consumer use the wrapped backend itself (get_index()): they wait.
 
@@ -371,7 +374,9 @@ class FailFastIndex(BaseIndex):
         super().__init__(options)
         self.alias = self.options["INDEX"]
         self.seconds = float(index_settings.FAIL_FAST_SECONDS)
-        self._failed_at = float("-inf")
+        self._failed_at: float | None = None  # when a call last failed, until a call gets through
+        self._probing = False
+        self._lock = threading.Lock()
         self._wrapped: BaseIndex | None = None
 
     @property
@@ -392,13 +397,31 @@ class FailFastIndex(BaseIndex):
 
     def _call(self, name: str, args, kwargs):
         wrapped = self.wrapped
-        if time.monotonic() - self._failed_at < self.seconds and not wrapped.partial_failures:
-            raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
+        probe = False
+        if self.seconds > 0 and not wrapped.partial_failures:
+            with self._lock:
+                if self._failed_at is not None:
+                    # Failing fast; once the window is over, one call asks the store again (a probe)
+                    # while the others still fail at once, so a store that is still away holds one
+                    # thread, not every thread that asked in that moment.
+                    if self._probing or time.monotonic() - self._failed_at < self.seconds:
+                        raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
+                    self._probing = probe = True
         try:
-            return getattr(wrapped, name)(*args, **kwargs)
+            result = getattr(wrapped, name)(*args, **kwargs)
         except IndexUnavailable:
-            self._failed_at = time.monotonic()
+            with self._lock:
+                self._failed_at, self._probing = time.monotonic(), False
             raise
+        except BaseException:
+            if probe:  # not the store's failure (a bad argument): the window goes on, the next call probes
+                with self._lock:
+                    self._probing = False
+            raise
+        if probe:
+            with self._lock:
+                self._failed_at, self._probing = None, False
+        return result
 
     def __getattr__(self, name):
         """What one backend offers beyond BaseIndex (the DynamoDB backend's table name)."""

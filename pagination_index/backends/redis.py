@@ -40,6 +40,7 @@ from typing import Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
+from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.crc import key_slot
 from redis.exceptions import AskError, ClusterDownError
@@ -47,6 +48,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MovedError, RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import TryAgainError
+from redis.retry import Retry
 
 from pagination_index.backends.base import Entry, NetWriteIndex, Removal, batched, chunked
 from pagination_index.sortkeys import micros_sort_key, sort_key_micros
@@ -190,7 +192,12 @@ def connect_sentinel(location: SentinelLocation, options: dict):
     if location.password:
         kwargs["password"] = location.password
     timeouts = {name: value for name, value in kwargs.items() if name.startswith("socket_")}
-    manager = Sentinel(location.sentinels, sentinel_kwargs={**timeouts, **options.get("SENTINEL_KWARGS", {})})
+    # No retries of a Sentinel client's own: asking the next Sentinel is the retry. redis-py's default
+    # (several attempts with backoff, each after a connect timeout) held a page for seconds per
+    # Sentinel when a partition dropped their packets (bench.faults_net, web cut from Redis).
+    no_retry = {"retry": Retry(NoBackoff(), 0)}
+    manager = Sentinel(location.sentinels,
+                       sentinel_kwargs={**timeouts, **no_retry, **options.get("SENTINEL_KWARGS", {})})
     return manager.master_for(location.service, db=location.db, ssl=location.ssl, **kwargs,
                               **options.get("CONNECTION_POOL_KWARGS", {}))
 

@@ -2,6 +2,7 @@
 reached: killed, frozen, or named by no Sentinel. Pages are served as with the caches off and posts are
 taken (they were 500s: django-redis raises), and a failure costs one attempt per fail-fast window."""
 import signal
+import threading
 import time
 import uuid
 
@@ -29,6 +30,16 @@ def deep_product(db, comments_table):
     factories.product(SKU, "Cacheless kettle")
     factories.seed(SKU, 260, seed=5)
     call_command("rebuild_index", group=[SKU], verbosity=0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_breakers():
+    """Each test's Redis is its own (a port a later test may get again): no window carried over."""
+    from shop import cache as shared
+
+    shared._BREAKERS.clear()
+    yield
+    shared._BREAKERS.clear()
 
 
 @pytest.fixture
@@ -96,8 +107,40 @@ def test_a_frozen_cache_costs_one_timeout_a_window(browser, deep_product, settin
 def test_a_sentinel_url_with_no_sentinel_answering(browser, deep_product, settings, monkeypatch):
     """redis+sentinel:// whose Sentinels are all down: django-redis's MasterNotFoundError, as in the
     moments of a failover when no Sentinel names a healthy primary."""
-    use_cache(settings, monkeypatch, f"redis+sentinel://127.0.0.1:{free_port()}/pidx-primary/0", fail_fast=60)
+    # A service name no other test uses: django-redis keeps its pools for the whole process, keyed by
+    # the URL it is given, which for Sentinels names the service only, not the Sentinels.
+    use_cache(settings, monkeypatch, f"redis+sentinel://127.0.0.1:{free_port()}/cache-down/0", fail_fast=60)
     before = failures()
     assert browser.get(DEEP).status_code == 200
     assert browser.get(PAGE_1).status_code == 200
     assert failures() - before == 1
+
+
+def test_after_the_window_one_thread_asks_and_the_others_answer_at_once(settings, monkeypatch, redis_server):
+    """Django makes a cache object per thread; the window and its probe are the process's."""
+    from django.core.cache import caches
+
+    use_cache(settings, monkeypatch, f"redis://127.0.0.1:{redis_server.port}/0", fail_fast=0.3)
+    cache = caches["default"]
+    assert cache.set("kept", "value", 60)
+    redis_server.process.send_signal(signal.SIGSTOP)
+    try:
+        before = failures()
+        assert cache.get("kept") is None  # waits out the read timeout: the window opens
+        time.sleep(0.4)
+        prober = threading.Thread(target=lambda: caches["default"].get("kept"))
+        prober.start()
+        deadline = time.monotonic() + 5
+        while not cache.breaker.probing:
+            assert time.monotonic() < deadline, "no thread went to ask Redis after the window"
+            time.sleep(0.01)
+        assert [cache.get("kept", "missed") for _ in range(20)] == ["missed"] * 20  # at once, meanwhile
+        assert prober.is_alive()
+    finally:
+        redis_server.process.send_signal(signal.SIGCONT)
+    prober.join(30)
+    # Only the first call failed: the 20 others never asked, and the probe's PING was answered once
+    # Redis went on, which closed the window for every thread.
+    assert failures() - before == 1
+    assert cache.breaker.failed_at is None
+    assert cache.get("kept") == "value"
