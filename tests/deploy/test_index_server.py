@@ -71,9 +71,13 @@ def test_the_index_server_runs_as_one_task_never_two():
     assert properties["ServiceRegistries"] == [{"RegistryArn": {"Fn::GetAtt": ["IndexDiscovery", "Arn"]}}]
 
 
-@pytest.mark.parametrize("backends", [{"IndexBackend": "resp"}, {"IndexBackend": "dynamodb", "NextIndexBackend": "resp"}])
+PASSWORD_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:resp-AbCdEf"
+
+
+@pytest.mark.parametrize("backends", [{"IndexBackend": "resp"},
+                                      {"IndexBackend": "dynamodb", "NextIndexBackend": "resp"}])
 def test_every_container_using_the_index_reaches_the_server_with_its_password(backends):
-    template, resolver, given = site(**backends, RespPasswordSecretArn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:resp-AbCdEf")
+    template, resolver, given = site(**backends, RespPasswordSecretArn=PASSWORD_ARN)
     assert all(resolver.exists(logical_id) for logical_id in SERVER_RESOURCES)
     server = container(template, resolver, "IndexServerTask")
     server_env = environment(server)
@@ -94,7 +98,8 @@ def test_every_container_using_the_index_reaches_the_server_with_its_password(ba
         assert found["Name"] == container_name
         env = environment(found)
         url = urlsplit(env["PAGINATION_INDEX_RESP_URL"])
-        assert (url.scheme, url.hostname, url.port, url.path) == ("redis", f"{name}.{namespace}", port, "/0"), logical_id
+        expected = ("redis", f"{name}.{namespace}", port, "/0")
+        assert (url.scheme, url.hostname, url.port, url.path) == expected, logical_id
         assert url.password is None and url.username is None, "the password is a secret of its own"
         assert secrets(found)["PAGINATION_INDEX_RESP_PASSWORD"] == given["RespPasswordSecretArn"], logical_id
         assert env["PAGINATION_INDEX_BACKEND"] == backends["IndexBackend"]
@@ -173,7 +178,8 @@ def test_the_templates_agree_on_the_backends():
         assert allowed[0] == allowed[1] == allowed[2], (parameter, allowed)
     # The root stack makes the password exactly when the site runs the server.
     root = decoded(ROOT_TEMPLATE)
-    assert root["Resources"]["Stores"]["Properties"]["Parameters"]["MakeRespPassword"] == {"Fn::If": ["MakeResp", "true", "false"]}
+    stores = root["Resources"]["Stores"]["Properties"]["Parameters"]
+    assert stores["MakeRespPassword"] == {"Fn::If": ["MakeResp", "true", "false"]}
     assert root["Conditions"]["MakeResp"] == decoded(SITE)["Conditions"]["RespServer"]
 
 
