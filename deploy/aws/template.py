@@ -36,7 +36,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _short_form(loader, suffix, node):
-    name = "Ref" if suffix == "Ref" else f"Fn::{suffix}"
+    name = suffix if suffix in ("Ref", "Condition") else f"Fn::{suffix}"  # their long forms have no Fn::
     if isinstance(node, yaml.ScalarNode):
         value = loader.construct_scalar(node)
         if suffix == "GetAtt":

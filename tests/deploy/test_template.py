@@ -68,7 +68,7 @@ LAG_METRICS = {("CornerShop", "SyncIndexPolls"), ("CornerShop", "StreamApplyLag"
 # The environment variables that hold secrets (shop/settings.py reads them with env_secret, or they are
 # the web's own keys); each may reach a process only through ECS `Secrets` or as NAME_SECRET_ARN.
 SECRET_VARIABLES = {"DJANGO_SECRET_KEY", "COMMENTS_CURSOR_KEY", "MODERATION_REPORTER_KEY", "DATABASE_PASSWORD",
-                    "REDIS_PASSWORD"}
+                    "REDIS_PASSWORD", "PAGINATION_INDEX_RESP_PASSWORD"}
 
 
 def decoded(path: Path) -> dict:
