@@ -19,7 +19,8 @@ from django.utils.connection import BaseConnectionHandler, ConnectionProxy
 from django.utils.module_loading import import_string
 
 from pagination_index import signals
-from pagination_index.backends.base import Add, BaseIndex, Entry, IndexUnavailable, InvalidIndexBackendError, Op, Remove
+from pagination_index.backends.base import (Add, BaseIndex, Breaker, Entry, IndexUnavailable, InvalidIndexBackendError, Op,
+                                            Remove)
 from pagination_index.capacity import ReadBudget
 from pagination_index.conf import index_settings
 from pagination_index.sources import (
@@ -35,7 +36,7 @@ __version__ = "1.0.0"
 
 __all__ = [
     "Add", "Entry", "Op", "ReadBudget", "Remove",
-    "BaseIndex", "BaseSource", "IndexUnavailable", "InvalidIndexBackendError", "InvalidSourceError", "NoStream",
+    "BaseIndex", "BaseSource", "Breaker", "IndexUnavailable", "InvalidIndexBackendError", "InvalidSourceError", "NoStream",
     "SourceUnavailable", "TableSource",
     "get_index", "index", "indexes", "invalidate", "load_backend", "query", "reset", "sources",
 ]

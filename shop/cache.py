@@ -6,9 +6,9 @@ the middle of a failover, a former primary turned read-only replica: its Connect
 answered as an empty cache would answer: a read misses, a write is dropped (django-redis's own
 IGNORE_EXCEPTIONS). A page then costs what it costs with the caches off, instead of the 500 that
 reached visitors before. After such a failure no thread of the process asks Redis again for
-FAIL_FAST_SECONDS; then one call PINGs it while the others still answer at once (Breaker), so a host
-that drops packets holds one thread per window, not every call of every thread (a page makes five or
-six), and no worker queues behind it. The index's FailFastIndex does the same for the pagination index.
+FAIL_FAST_SECONDS; then one call PINGs it while the others still answer at once (the Breaker the
+index's FailFastIndex uses too), so a host that drops packets holds one thread per window, not every
+call of every thread (a page makes five or six), and no worker queues behind it.
 
 What an unreachable cache costs, besides the time: Django's cache is where the post and admin-login
 limits count (comments.throttle), so they allow everything until it answers again; and a post's
@@ -20,11 +20,12 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import time
 
 from django_redis.cache import RedisCache
 from django_redis.exceptions import ConnectionInterrupted
 from redis.exceptions import RedisError
+
+from pagination_index import Breaker
 
 logger = logging.getLogger(__name__)
 
@@ -34,37 +35,6 @@ class FailingFast(ConnectionInterrupted):
 
     def __str__(self) -> str:
         return "the cache's Redis failed moments ago (failing fast)"
-
-
-class Breaker:
-    """What this process knows of one cache Redis, shared by its threads (Django makes a cache object
-    per thread): asked freely until a call fails; then no call asks it for `seconds`; then one call
-    (a PING) asks while every other still answers at once, so a Redis that is still away holds one
-    thread, not every thread that needs the cache in that moment."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.lock = threading.Lock()
-        self.failed_at: float | None = None
-        self.probing = False
-
-    def ask(self) -> str:
-        """"ask" (closed), "probe" (this call checks whether Redis is back) or "skip"."""
-        with self.lock:
-            if self.failed_at is None:
-                return "ask"
-            if self.probing or time.monotonic() - self.failed_at < self.seconds:
-                return "skip"
-            self.probing = True
-            return "probe"
-
-    def failed(self) -> None:
-        with self.lock:
-            self.failed_at, self.probing = time.monotonic(), False
-
-    def answered(self) -> None:
-        with self.lock:
-            self.failed_at, self.probing = None, False
 
 
 _BREAKERS: dict[str, Breaker] = {}
@@ -110,7 +80,7 @@ class SharedRedisCache(RedisCache):
         self.logger = _Failures(self)
         # One per Redis (its Sentinels' addresses too: a redis+sentinel LOCATION names only a service).
         where = f"{server} {options.get('SENTINELS', '')}"
-        self.breaker = breaker_of(where, seconds) if seconds > 0 else Breaker(0)
+        self.breaker = breaker_of(where, seconds)
 
     @property
     def client(self):
@@ -124,7 +94,7 @@ class SharedRedisCache(RedisCache):
             except (RedisError, OSError) as exc:
                 raise ConnectionInterrupted(connection=None) from exc  # the hook above reopens the window
             except BaseException:
-                self.breaker.failed()  # never left half-open
+                self.breaker.abandon()  # never left half-open
                 raise
             self.breaker.answered()
         return client

@@ -356,13 +356,51 @@ class NetWriteIndex(BaseIndex):
         self.apply_net(*net_ops(ops))
 
 
+class Breaker:
+    """What a process knows of one store, shared by its threads: asked freely until a call fails
+    (failed()); then no call asks it for `seconds`; then one call asks it (ask() says "probe") while
+    every other still answers at once, until that call is answered (answered()) or fails (failed()
+    again). A store that is still away so holds one thread per window, not every thread that needed
+    it in that moment. A probe that ends otherwise (a bad argument, not the store) calls abandon():
+    the next call probes."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.failed_at: float | None = None
+        self.probing = False
+
+    def ask(self) -> str:
+        """"ask" (closed), "probe" (this call finds out whether the store is back) or "skip"."""
+        if self.seconds <= 0:
+            return "ask"
+        with self.lock:
+            if self.failed_at is None:
+                return "ask"
+            if self.probing or time.monotonic() - self.failed_at < self.seconds:
+                return "skip"
+            self.probing = True
+            return "probe"
+
+    def failed(self) -> None:
+        with self.lock:
+            self.failed_at, self.probing = time.monotonic(), False
+
+    def answered(self) -> None:
+        with self.lock:
+            self.failed_at, self.probing = None, False
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.probing = False
+
+
 class FailFastIndex(BaseIndex):
     """The index as request handling uses it (`pagination_index.index`, the alias "pages"): once a call
     fails with IndexUnavailable, every call fails at once for PAGINATION_INDEX["FAIL_FAST_SECONDS"]
     instead of each waiting out its own timeouts (a page makes several calls), so a dead or frozen store
     is a quick 503 and no worker thread queues behind it; then one call asks the store again while the
-    others still fail at once, until it is answered (a circuit breaker's half-open state); unless the
-    wrapped backend declares
+    others still fail at once (Breaker); unless the wrapped backend declares
     partial_failures (one lost part must not take the others' pages down). Commands and the stream
     consumer use the wrapped backend itself (get_index()): they wait.
 
@@ -374,9 +412,7 @@ class FailFastIndex(BaseIndex):
         super().__init__(options)
         self.alias = self.options["INDEX"]
         self.seconds = float(index_settings.FAIL_FAST_SECONDS)
-        self._failed_at: float | None = None  # when a call last failed, until a call gets through
-        self._probing = False
-        self._lock = threading.Lock()
+        self.breaker = Breaker(self.seconds)
         self._wrapped: BaseIndex | None = None
 
     @property
@@ -397,35 +433,25 @@ class FailFastIndex(BaseIndex):
 
     def _call(self, name: str, args, kwargs):
         wrapped = self.wrapped
-        probe = False
-        if self.seconds > 0 and not wrapped.partial_failures:
-            with self._lock:
-                if self._failed_at is not None:
-                    # Failing fast; once the window is over, one call asks the store again (a probe)
-                    # while the others still fail at once, so a store that is still away holds one
-                    # thread, not every thread that asked in that moment.
-                    if self._probing or time.monotonic() - self._failed_at < self.seconds:
-                        raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
-                    self._probing = probe = True
+        verdict = "ask" if wrapped.partial_failures else self.breaker.ask()
+        if verdict == "skip":
+            raise IndexUnavailable("the pagination index failed moments ago (failing fast)")
         try:
             result = getattr(wrapped, name)(*args, **kwargs)
         except IndexUnavailable:
-            with self._lock:
-                self._failed_at, self._probing = time.monotonic(), False
+            self.breaker.failed()
             raise
         except BaseException:
-            if probe:  # not the store's failure (a bad argument): the window goes on, the next call probes
-                with self._lock:
-                    self._probing = False
+            if verdict == "probe":
+                self.breaker.abandon()
             raise
-        if probe:
-            with self._lock:
-                self._failed_at, self._probing = None, False
+        if verdict == "probe":
+            self.breaker.answered()
         return result
 
     def __getattr__(self, name):
         """What one backend offers beyond BaseIndex (the DynamoDB backend's table name)."""
-        if name.startswith("_") or name in ("alias", "options", "seconds"):
+        if name.startswith("_") or name in ("alias", "options", "seconds", "breaker"):
             raise AttributeError(name)  # not made yet (copy, pickle): never ask the wrapped index
         return getattr(self.wrapped, name)
 

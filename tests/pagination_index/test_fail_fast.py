@@ -49,7 +49,7 @@ def test_after_the_window_one_call_asks_and_the_others_fail_at_once(frozen_redis
     prober = threading.Thread(target=probe)
     prober.start()
     deadline = time.monotonic() + 5
-    while not frozen_redis_index._probing:
+    while not frozen_redis_index.breaker.probing:
         assert time.monotonic() < deadline, "no call went to ask Redis after the window"
         time.sleep(0.01)
     for _ in range(20):  # other threads' calls meanwhile: at once, while the probe still waits
@@ -66,5 +66,5 @@ def test_a_probe_that_is_answered_closes_the_window(frozen_redis_index, redis_se
     redis_server.process.send_signal(signal.SIGCONT)
     time.sleep(WINDOW + 0.1)
     assert index.count("a") == 0  # the probe
-    assert frozen_redis_index._failed_at is None
+    assert frozen_redis_index.breaker.failed_at is None
     assert [index.count("a") for _ in range(3)] == [0, 0, 0]
