@@ -137,6 +137,35 @@ def test_sigterm_stops_it_cleanly_and_keeps_staged_changes(tmp_path):
         server.kill()
 
 
+def test_one_server_a_folder_the_next_waits_for_the_last(tmp_path):
+    """A deployment may start the new server before the old one has stopped (ECS overlaps them): the
+    new one waits for the folder's lock (--lock-wait), then serves what the old one wrote."""
+    import threading
+
+    first = ServeIndex(tmp_path).start()
+    try:
+        redis.Redis(port=first.port).zadd("g", {"a": 1})
+        with pytest.raises(RuntimeError, match="did not start"):
+            ServeIndex(tmp_path, args=("--lock-wait", "1")).start()
+        assert "another serve_index serves" in (tmp_path / "serve_index.log").read_text()
+        second, started = ServeIndex(tmp_path, args=("--lock-wait", "60")), threading.Event()
+        waiting = threading.Thread(target=lambda: (second.start(), started.set()))
+        waiting.start()
+        deadline = time.monotonic() + 30
+        while "waiting up to 60 s" not in (tmp_path / "serve_index.log").read_text():
+            assert time.monotonic() < deadline, "the second server never waited for the lock"
+            time.sleep(0.1)
+        assert not started.is_set()
+        assert first.stop() == 0
+        waiting.join(60)
+        assert started.is_set()
+        assert redis.Redis(port=second.port).zrange("g", 0, -1, withscores=True) == [(b"a", 1.0)]
+    finally:
+        first.kill()
+        if "second" in locals():
+            second.kill()
+
+
 def redis_cli(port: int, *args: str, password: str | None = None) -> str:
     if not shutil.which("redis-cli"):
         service_missing("redis-cli is not installed (Debian: apt-get install redis-tools)")
