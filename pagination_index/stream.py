@@ -765,15 +765,15 @@ class StreamConsumer:
     def run(self, *, once: bool, poll_seconds: float = 1.0, on_poll=None) -> PollResult:
         """Drain to the current end (once) or follow until stop_event is set; leases are given up
         on the way out so a standby consumer takes over without waiting for them to expire."""
-        total = PollResult()
-        failures = 0
         # A partitioned consumer's row locks go within about a lease. Only here, in the consumer's own
         # loop: rebuild_index holds leases through this class too, and its long transactions must not
         # inherit the consumer's timeouts.
         with bound_sessions(self.database, self.lease_seconds):
-            return self._run(once=once, poll_seconds=poll_seconds, on_poll=on_poll, total=total, failures=failures)
+            return self._run(once=once, poll_seconds=poll_seconds, on_poll=on_poll)
 
-    def _run(self, *, once: bool, poll_seconds: float, on_poll, total: PollResult, failures: int) -> PollResult:
+    def _run(self, *, once: bool, poll_seconds: float, on_poll) -> PollResult:
+        total = PollResult()
+        failures = 0
         try:
             while not self.stop_event.is_set():
                 try:
