@@ -411,8 +411,7 @@ class FailFastIndex(BaseIndex):
 
         super().__init__(options)
         self.alias = self.options["INDEX"]
-        self.seconds = float(index_settings.FAIL_FAST_SECONDS)
-        self.breaker = Breaker(self.seconds)
+        self.breaker = Breaker(float(index_settings.FAIL_FAST_SECONDS))
         self._wrapped: BaseIndex | None = None
 
     @property
@@ -451,7 +450,7 @@ class FailFastIndex(BaseIndex):
 
     def __getattr__(self, name):
         """What one backend offers beyond BaseIndex (the DynamoDB backend's table name)."""
-        if name.startswith("_") or name in ("alias", "options", "seconds", "breaker"):
+        if name.startswith("_") or name in ("alias", "options", "breaker"):
             raise AttributeError(name)  # not made yet (copy, pickle): never ask the wrapped index
         return getattr(self.wrapped, name)
 
